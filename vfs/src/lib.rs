@@ -1,0 +1,157 @@
+//! The file-system boundary of durlog.
+//!
+//! The engine performs every file operation through [`Vfs`] and [`VfsFile`],
+//! never through `std::fs`, so the same code runs on a real disk
+//! ([`PosixVfs`]) and on a simulated one that injects the faults of real
+//! disks and kernels (`SimVfs`, see the `sim` module for its fault model).
+//!
+//! The trait is deliberately small: it holds exactly the operations a
+//! segmented log needs, and each method states what is durable when it
+//! returns. Nothing written through [`VfsFile::write_at`] is durable until a
+//! later [`VfsFile::sync_data`] (or [`VfsFile::sync_all`]) on the same file
+//! returns `Ok`; a newly created or removed directory entry is durable only
+//! after [`Vfs::sync_dir`] on its directory returns `Ok`.
+
+use std::fmt;
+use std::io;
+use std::path::Path;
+
+mod posix;
+
+pub use posix::PosixVfs;
+
+/// How [`Vfs::open`] opens a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OpenMode {
+    /// Open an existing file for reading only; writes fail.
+    ReadOnly,
+    /// Open an existing file for reading and writing.
+    ReadWrite,
+    /// Create a new file for reading and writing; fails with
+    /// `AlreadyExists` if the path exists. The new directory entry is not
+    /// durable until [`Vfs::sync_dir`] on the parent.
+    CreateNew,
+}
+
+/// One entry of a directory listing.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DirEntry {
+    /// The entry's file name (lossily converted to UTF-8 on POSIX).
+    pub name: String,
+    /// True for a directory, false for a regular file (or anything else).
+    pub is_dir: bool,
+}
+
+/// A file system: the operations on paths.
+///
+/// Implementations are cheap handles (`Clone` where they can be) and usable
+/// from many threads.
+pub trait Vfs: Send + Sync + fmt::Debug {
+    /// Opens `path` as `mode` says.
+    fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn VfsFile>>;
+
+    /// Lists the entries of directory `dir`, sorted by name.
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<DirEntry>>;
+
+    /// Creates `dir` and any missing ancestors, and makes each entry it
+    /// created durable (by syncing the directory that holds it) before
+    /// returning. Succeeds without effect if `dir` is already a directory.
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
+
+    /// Makes the entries of directory `dir` durable: every create and remove
+    /// in it that happened before the call survives a crash after it.
+    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+
+    /// Removes the file at `path`. The removal is durable only after
+    /// [`Vfs::sync_dir`] on its directory.
+    fn remove_file(&self, path: &Path) -> io::Result<()>;
+}
+
+/// An open file.
+///
+/// Positional reads and writes only: there is no cursor, so one handle can be
+/// shared by a writer and many readers.
+pub trait VfsFile: Send + Sync + fmt::Debug {
+    /// Reads up to `buf.len()` bytes at `offset`; returns how many were read,
+    /// which is less than `buf.len()` only at the end of the file.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+
+    /// Writes all of `buf` at `offset`, extending the file if needed. On an
+    /// error, any prefix of `buf` may have been written.
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+
+    /// The file's current size in bytes (as the page cache sees it).
+    fn len(&self) -> io::Result<u64>;
+
+    /// True if the file is empty.
+    fn is_empty(&self) -> io::Result<bool> {
+        Ok(self.len()? == 0)
+    }
+
+    /// Truncates or extends (with zeros) the file to `len` bytes. Not
+    /// durable until the next sync of this file.
+    fn set_len(&self, len: u64) -> io::Result<()>;
+
+    /// `fdatasync`: makes the file's data and size durable.
+    fn sync_data(&self) -> io::Result<()>;
+
+    /// `fsync`: makes the file's data, size and other metadata durable.
+    fn sync_all(&self) -> io::Result<()>;
+}
+
+/// Reads exactly `buf.len()` bytes at `offset`, or fails with
+/// `UnexpectedEof` naming the offset.
+pub fn read_exact_at(file: &dyn VfsFile, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        let n = file.read_at(&mut buf[done..], offset + done as u64)?;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!(
+                    "end of file after {} of {} bytes read at offset {offset}",
+                    done,
+                    buf.len()
+                ),
+            ));
+        }
+        done += n;
+    }
+    Ok(())
+}
+
+impl<V: Vfs + ?Sized> Vfs for std::sync::Arc<V> {
+    fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn VfsFile>> {
+        (**self).open(path, mode)
+    }
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<DirEntry>> {
+        (**self).list_dir(dir)
+    }
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        (**self).create_dir_all(dir)
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        (**self).sync_dir(dir)
+    }
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        (**self).remove_file(path)
+    }
+}
+
+impl<V: Vfs + ?Sized> Vfs for Box<V> {
+    fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn VfsFile>> {
+        (**self).open(path, mode)
+    }
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<DirEntry>> {
+        (**self).list_dir(dir)
+    }
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        (**self).create_dir_all(dir)
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        (**self).sync_dir(dir)
+    }
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        (**self).remove_file(path)
+    }
+}

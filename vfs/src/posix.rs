@@ -1,0 +1,122 @@
+//! [`PosixVfs`]: the real file system through `std::fs`, with real
+//! `fdatasync`/`fsync` of files and `fsync` of directories.
+
+use std::fs::{self, File};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use crate::{DirEntry, OpenMode, Vfs, VfsFile};
+
+/// The host's file system.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PosixVfs;
+
+impl PosixVfs {
+    /// A handle to the host's file system.
+    pub fn new() -> PosixVfs {
+        PosixVfs
+    }
+}
+
+#[derive(Debug)]
+struct PosixFile {
+    file: File,
+}
+
+fn with_path(error: io::Error, what: &str, path: &Path) -> io::Error {
+    io::Error::new(error.kind(), format!("{what} {}: {error}", path.display()))
+}
+
+impl Vfs for PosixVfs {
+    fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn VfsFile>> {
+        let mut options = fs::OpenOptions::new();
+        match mode {
+            OpenMode::ReadOnly => options.read(true),
+            OpenMode::ReadWrite => options.read(true).write(true),
+            OpenMode::CreateNew => options.read(true).write(true).create_new(true),
+        };
+        let file = options
+            .open(path)
+            .map_err(|error| with_path(error, "open", path))?;
+        Ok(Box::new(PosixFile { file }))
+    }
+
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<DirEntry>> {
+        let mut entries = Vec::new();
+        for entry in fs::read_dir(dir).map_err(|error| with_path(error, "list", dir))? {
+            let entry = entry.map_err(|error| with_path(error, "list", dir))?;
+            let is_dir = entry
+                .file_type()
+                .map_err(|error| with_path(error, "stat", &entry.path()))?
+                .is_dir();
+            entries.push(DirEntry {
+                name: entry.file_name().to_string_lossy().into_owned(),
+                is_dir,
+            });
+        }
+        entries.sort();
+        Ok(entries)
+    }
+
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        if dir.is_dir() {
+            return Ok(());
+        }
+        if let Some(parent) = dir.parent().filter(|parent| !parent.as_os_str().is_empty()) {
+            self.create_dir_all(parent)?;
+        }
+        match fs::create_dir(dir) {
+            Ok(()) => {}
+            // Another process may have made it in the meantime.
+            Err(error) if error.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => {}
+            Err(error) => return Err(with_path(error, "create directory", dir)),
+        }
+        let parent = match dir.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        };
+        self.sync_dir(parent)
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        File::open(dir)
+            .and_then(|handle| handle.sync_all())
+            .map_err(|error| with_path(error, "sync directory", dir))
+    }
+
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        fs::remove_file(path).map_err(|error| with_path(error, "remove", path))
+    }
+}
+
+impl VfsFile for PosixFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        loop {
+            match self.file.read_at(buf, offset) {
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+                result => return result,
+            }
+        }
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.file.write_all_at(buf, offset)
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.file.metadata()?.len())
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.file.set_len(len)
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
+    fn sync_all(&self) -> io::Result<()> {
+        self.file.sync_all()
+    }
+}
