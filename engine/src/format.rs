@@ -17,6 +17,12 @@ pub const MAX_NAME_BYTES: usize = u16::MAX as usize;
 /// Largest record payload, in bytes (a `u32` length on disk).
 pub const MAX_PAYLOAD_BYTES: u64 = u32::MAX as u64;
 
+/// Offset of `first_version` in a batch whose stream name is `stream_len`
+/// bytes: the log encodes a batch before it knows the version, then patches it.
+pub(crate) const fn first_version_offset(stream_len: usize) -> usize {
+    2 + stream_len
+}
+
 /// Bytes a batch needs before its first event: stream length (2),
 /// first version (8), count (4), plus the stream name itself.
 const BATCH_FIXED_BYTES: usize = 2 + 8 + 4;
@@ -273,13 +279,35 @@ pub fn encode_batch(stream: &str, first_version: u64, events: &[Event]) -> Vec<u
 
 /// [`encode_batch`] appending to a caller's buffer.
 pub fn encode_batch_into(out: &mut Vec<u8>, stream: &str, first_version: u64, events: &[Event]) {
+    encode_events(out, stream, first_version, events, |event| event.at);
+}
+
+/// Encodes a batch whose events all carry the time `at`, the way `append`
+/// stamps them.
+pub(crate) fn encode_batch_at(
+    out: &mut Vec<u8>,
+    stream: &str,
+    first_version: u64,
+    events: &[Event],
+    at: i64,
+) {
+    encode_events(out, stream, first_version, events, |_| at);
+}
+
+fn encode_events(
+    out: &mut Vec<u8>,
+    stream: &str,
+    first_version: u64,
+    events: &[Event],
+    at: impl Fn(&Event) -> i64,
+) {
     put_name(out, stream, "stream name");
     out.extend_from_slice(&first_version.to_le_bytes());
     let count = u32::try_from(events.len()).expect("more than u32::MAX events in one batch");
     out.extend_from_slice(&count.to_le_bytes());
     for event in events {
         put_name(out, &event.event_type, "event type");
-        out.extend_from_slice(&event.at.to_le_bytes());
+        out.extend_from_slice(&at(event).to_le_bytes());
         let data_len =
             u32::try_from(event.data.len()).expect("event data longer than u32::MAX bytes");
         out.extend_from_slice(&data_len.to_le_bytes());
@@ -309,15 +337,7 @@ pub fn decode_batch(payload: &[u8]) -> Result<Batch, BatchError> {
     let stream = reader.name("stream name")?;
     let first_version = reader.u64("first_version")?;
     let count = reader.u32("count")?;
-    if count == 0 {
-        return Err(BatchError::EmptyBatch);
-    }
-    if first_version == 0 {
-        return Err(BatchError::ZeroVersion);
-    }
-    if first_version.checked_add(u64::from(count) - 1).is_none() {
-        return Err(BatchError::VersionOverflow);
-    }
+    check_versions(first_version, count)?;
     // Every event takes at least EVENT_FIXED_BYTES, so a count the bytes
     // cannot hold is rejected before it sizes an allocation.
     if u64::from(count) > (reader.remaining() / EVENT_FIXED_BYTES) as u64 {
@@ -351,6 +371,50 @@ pub fn decode_batch(payload: &[u8]) -> Result<Batch, BatchError> {
         first_version,
         events,
     })
+}
+
+/// What recovery needs of a batch, borrowed from the payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchView<'a> {
+    /// The stream all events belong to.
+    pub stream: &'a str,
+    /// The version of the first event.
+    pub first_version: u64,
+    /// How many events the batch holds (at least 1).
+    pub count: u32,
+}
+
+/// Checks a payload exactly as [`decode_batch`] does, without copying any
+/// event: recovery validates every record this way at scan speed.
+pub fn inspect_batch(payload: &[u8]) -> Result<BatchView<'_>, BatchError> {
+    let mut reader = Reader { bytes: payload, offset: 0 };
+    let stream = reader.name_ref("stream name")?;
+    let first_version = reader.u64("first_version")?;
+    let count = reader.u32("count")?;
+    check_versions(first_version, count)?;
+    for _ in 0..count {
+        reader.name_ref("event type")?;
+        reader.u64("at")?;
+        let data_len = reader.u32("data length")? as usize;
+        reader.take(data_len, "data")?;
+    }
+    if reader.remaining() != 0 {
+        return Err(BatchError::TrailingBytes { offset: reader.offset, extra: reader.remaining() });
+    }
+    Ok(BatchView { stream, first_version, count })
+}
+
+fn check_versions(first_version: u64, count: u32) -> Result<(), BatchError> {
+    if count == 0 {
+        return Err(BatchError::EmptyBatch);
+    }
+    if first_version == 0 {
+        return Err(BatchError::ZeroVersion);
+    }
+    if first_version.checked_add(u64::from(count) - 1).is_none() {
+        return Err(BatchError::VersionOverflow);
+    }
+    Ok(())
 }
 
 /// A cursor over a payload whose every read is bounds-checked against what
@@ -391,6 +455,10 @@ impl<'a> Reader<'a> {
     }
 
     fn name(&mut self, field: &'static str) -> Result<String, BatchError> {
+        self.name_ref(field).map(str::to_owned)
+    }
+
+    fn name_ref(&mut self, field: &'static str) -> Result<&'a str, BatchError> {
         let len_offset = self.offset;
         let len = u16::from_le_bytes(self.array(field)?) as usize;
         let start = self.offset;
@@ -398,13 +466,10 @@ impl<'a> Reader<'a> {
             field,
             offset: len_offset,
         })?;
-        match std::str::from_utf8(bytes) {
-            Ok(name) => Ok(name.to_owned()),
-            Err(_) => Err(BatchError::InvalidUtf8 {
-                field,
-                offset: start,
-            }),
-        }
+        std::str::from_utf8(bytes).map_err(|_| BatchError::InvalidUtf8 {
+            field,
+            offset: start,
+        })
     }
 }
 

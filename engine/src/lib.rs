@@ -2,15 +2,33 @@
 //!
 //! Events are appended to named streams with optimistic concurrency; each
 //! `append` is one record in a segment file, acknowledged only after the
-//! `fdatasync` that covers it. The bytes on disk are specified in
-//! `FORMAT.md` at the repository root; the architecture in
-//! `ARCHITECTURE.md`.
+//! `fdatasync` that covers it, and concurrent appends share that sync
+//! (group commit). The log runs on any [`durlog_vfs::Vfs`]: the host's file
+//! system, or a simulated disk that injects crashes and faults.
 //!
-//! Modules: [`format`] (pure encode and decode, no I/O).
+//! The bytes on disk are specified in `FORMAT.md` at the repository root,
+//! the architecture in `ARCHITECTURE.md`. Modules: [`format`] (pure encode
+//! and decode, no I/O), `segment` (segment files), `index` (where each
+//! stream's records are), [`recovery`] (scan and torn-tail decisions), and
+//! `log` (the [`Log`] facade and its group commit).
 
+mod error;
 pub mod format;
+mod index;
+mod log;
+pub mod recovery;
+mod segment;
+mod stats;
 
+pub use durlog_vfs as vfs;
+pub use error::{Error, Expected};
 pub use format::{
-    Batch, BatchError, Event, HEADER_SIZE, MAX_NAME_BYTES, MAX_PAYLOAD_BYTES, Record, RecordError,
-    append_record, crc32c, decode_batch, encode_batch, parse_record, segment_name,
+    Batch, BatchError, Event, HEADER_SIZE, MAX_NAME_BYTES, MAX_PAYLOAD_BYTES, Record,
+    RecordError, append_record, crc32c, decode_batch, encode_batch, parse_record, segment_name,
 };
+pub use log::{
+    Clock, DEFAULT_SEGMENT_BYTES, FAILPOINT_AFTER_WRITE, Failpoint, Log, Options,
+    SEGMENT_BYTES_MAX, Ticket,
+};
+pub use recovery::{GROUP_BYTES_MAX, RecoveryReport, Tail};
+pub use stats::{Histogram, Stats};

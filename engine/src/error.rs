@@ -1,0 +1,153 @@
+//! The engine's error type: what the world did (I/O, damage, conflicts,
+//! quota) kept apart from what the caller asked for that cannot be done.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+/// The expected version of a stream for an append (optimistic concurrency,
+/// with the conventions of event stores such as EventStoreDB/KurrentDB).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Expected {
+    /// No check.
+    Any,
+    /// The stream must not exist yet (version 0).
+    NoStream,
+    /// The stream must have at least one event.
+    StreamExists,
+    /// The stream must be at exactly this version; `Exact(0)` is `NoStream`.
+    Exact(u64),
+}
+
+impl Expected {
+    /// Whether a stream at version `current` satisfies this expectation.
+    pub fn matches(self, current: u64) -> bool {
+        match self {
+            Expected::Any => true,
+            Expected::NoStream => current == 0,
+            Expected::StreamExists => current >= 1,
+            Expected::Exact(version) => current == version,
+        }
+    }
+}
+
+impl fmt::Display for Expected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Expected::Any => f.write_str("any version"),
+            Expected::NoStream => f.write_str("no stream"),
+            Expected::StreamExists => f.write_str("an existing stream"),
+            Expected::Exact(version) => write!(f, "version {version}"),
+        }
+    }
+}
+
+/// Everything that can go wrong in the log.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The stream is not at the expected version; nothing was written.
+    #[error(
+        "version conflict on stream {stream:?}: expected {expected}, but it is at version {actual}; re-read the stream and retry"
+    )]
+    VersionConflict {
+        /// The stream appended to.
+        stream: String,
+        /// What the caller expected.
+        expected: Expected,
+        /// The stream's version at the time of the check.
+        actual: u64,
+    },
+
+    /// The append would take the log past its quota; nothing was written.
+    #[error(
+        "quota exceeded: this append would grow the log to {needed} bytes, over its limit of {limit}; reopen with a higher Options::max_bytes to resume writes"
+    )]
+    Quota {
+        /// `Options::max_bytes`.
+        limit: u64,
+        /// The size the log would have reached.
+        needed: u64,
+    },
+
+    /// The log was closed.
+    #[error("the log is closed")]
+    Closed,
+
+    /// A failed write or sync could not be cut back durably, so the file may
+    /// hold bytes nobody acknowledged: appends are refused until reopen.
+    #[error(
+        "the log refuses appends: a failed write or sync could not be undone durably; reopen the log to recover"
+    )]
+    Poisoned,
+
+    /// Acknowledged bytes are damaged, or the directory's structure is wrong.
+    #[error(
+        "corrupt log: {file} at offset {offset}: {reason}; the log was left untouched, restore this file from a replica or backup"
+    )]
+    Corrupt {
+        /// The damaged file.
+        file: PathBuf,
+        /// Where in it the damage starts.
+        offset: u64,
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// An operating-system error (the message names the path).
+    #[error("I/O error: {0}")]
+    Io(#[from] io::Error),
+
+    /// `append` with no events.
+    #[error("append to stream {stream:?} with no events: a batch needs at least one")]
+    EmptyBatch {
+        /// The stream appended to.
+        stream: String,
+    },
+
+    /// A stream name or event type longer than 65535 bytes.
+    #[error("{what} is {len} bytes, over the limit of 65535")]
+    NameTooLong {
+        /// "stream name" or "event type".
+        what: &'static str,
+        /// Its length in bytes.
+        len: usize,
+    },
+
+    /// The record for this append would exceed the u32 payload limit.
+    #[error("append to stream {stream:?} would make a record payload of {bytes} bytes, over the limit of 4294967295")]
+    RecordTooLarge {
+        /// The stream appended to.
+        stream: String,
+        /// The payload size it would have had.
+        bytes: u64,
+    },
+}
+
+impl Error {
+    /// A copy for a second caller: `Io` errors keep their kind and message.
+    pub(crate) fn duplicate(&self) -> Error {
+        match self {
+            Error::VersionConflict { stream, expected, actual } => Error::VersionConflict {
+                stream: stream.clone(),
+                expected: *expected,
+                actual: *actual,
+            },
+            Error::Quota { limit, needed } => Error::Quota { limit: *limit, needed: *needed },
+            Error::Closed => Error::Closed,
+            Error::Poisoned => Error::Poisoned,
+            Error::Corrupt { file, offset, reason } => Error::Corrupt {
+                file: file.clone(),
+                offset: *offset,
+                reason: reason.clone(),
+            },
+            Error::Io(error) => Error::Io(io::Error::new(error.kind(), error.to_string())),
+            Error::EmptyBatch { stream } => Error::EmptyBatch { stream: stream.clone() },
+            Error::NameTooLong { what, len } => Error::NameTooLong { what, len: *len },
+            Error::RecordTooLarge { stream, bytes } => Error::RecordTooLarge {
+                stream: stream.clone(),
+                bytes: *bytes,
+            },
+        }
+    }
+}

@@ -1,0 +1,699 @@
+//! The `Log`: opening (with recovery), appending with group commit, and
+//! reading through the index.
+//!
+//! An append is a small state machine so that threads and the simulator
+//! drive the same code:
+//!
+//! 1. [`Log::submit`] checks the arguments, encodes the batch and queues it.
+//! 2. A leader forms a group from the queue, in order: each append's expected
+//!    version and the quota are checked against the state the earlier
+//!    members leave (so the result is exactly that of running them one by
+//!    one), and each accepted append gets its seq and versions.
+//! 3. The leader rolls the segment if needed, writes the whole group with
+//!    one write, and syncs it with one `fdatasync`.
+//! 4. Only then is the group published (index, versions, size) and each
+//!    member acknowledged; on a failure the file is cut back and every
+//!    member fails.
+//!
+//! [`Log::append`] is `submit`, then either leading the next group or
+//! waiting (on a condition variable) for the group that covers it. Appends
+//! that arrive while a sync is in flight form the next group. The
+//! simulator calls [`Log::submit`] and [`Log::commit_next_group`] itself,
+//! in a seeded order, with no threads.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
+
+use durlog_vfs::{OpenMode, PosixVfs, Vfs, VfsFile};
+
+use crate::error::{Error, Expected};
+use crate::format::{
+    Event, HEADER_SIZE, MAX_NAME_BYTES, MAX_PAYLOAD_BYTES, append_record, batch_encoded_len,
+    decode_batch, encode_batch_at, first_version_offset, parse_record, segment_name,
+};
+use crate::index::{Index, Location};
+use crate::recovery::{self, GROUP_BYTES_MAX, RecoveryReport, Tail};
+use crate::segment::{Handles, SegmentMeta, read_record_bytes};
+use crate::stats::Stats;
+
+/// Default size limit of a segment file.
+pub const DEFAULT_SEGMENT_BYTES: u64 = 64 << 20;
+
+/// Largest `segment_bytes` honoured: the index stores record offsets in 32
+/// bits, and every record starts below the limit.
+pub const SEGMENT_BYTES_MAX: u64 = 1 << 32;
+
+/// The failpoint between an append's write and its sync.
+pub const FAILPOINT_AFTER_WRITE: &str = "dur/log/after-write-before-fsync";
+
+/// A clock: Unix time in nanoseconds.
+pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
+
+/// A failpoint hook: called with the failpoint's name; an `Err` fails the
+/// operation there (a test may also crash the disk or the process in it).
+pub type Failpoint = Arc<dyn Fn(&str) -> io::Result<()> + Send + Sync>;
+
+/// How a log is opened.
+#[derive(Clone, Default)]
+pub struct Options {
+    /// Size limit of a segment file; 0 means [`DEFAULT_SEGMENT_BYTES`].
+    /// Values above [`SEGMENT_BYTES_MAX`] are treated as that.
+    pub segment_bytes: u64,
+    /// Quota on the bytes of all segments; 0 means none.
+    pub max_bytes: u64,
+    /// Source of event times; `None` means the system clock.
+    pub now: Option<Clock>,
+    /// Failpoint hook (tests and the simulator); `None` means none.
+    pub failpoint: Option<Failpoint>,
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("segment_bytes", &self.segment_bytes)
+            .field("max_bytes", &self.max_bytes)
+            .field("now", &self.now.as_ref().map(|_| "custom"))
+            .field("failpoint", &self.failpoint.as_ref().map(|_| "set"))
+            .finish()
+    }
+}
+
+/// A queued append's handle, to collect its outcome.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Ticket(u64);
+
+/// A crash-safe, append-only, segmented event log. `Send + Sync`.
+pub struct Log {
+    vfs: Arc<dyn Vfs>,
+    dir: PathBuf,
+    segment_bytes: u64,
+    max_bytes: u64,
+    now: Option<Clock>,
+    failpoint: Option<Failpoint>,
+    recovery: RecoveryReport,
+    shared: Mutex<Shared>,
+    /// Signalled whenever a group's outcome is published.
+    published: Condvar,
+    /// The writer side, touched only by the current leader.
+    writer: Mutex<Writer>,
+    handles: Mutex<Handles>,
+}
+
+/// State every caller sees, under one lock.
+struct Shared {
+    index: Index,
+    segments: Vec<SegmentMeta>,
+    last_seq: u64,
+    /// Bytes of acknowledged records in all segments.
+    size: u64,
+    queue: VecDeque<Pending>,
+    outcomes: BTreeMap<Ticket, Result<u64, Error>>,
+    next_ticket: u64,
+    /// A leader is writing or syncing a group.
+    committing: bool,
+    poisoned: bool,
+    stats: Stats,
+}
+
+struct Writer {
+    /// Read-write handle of the last segment, if any exists.
+    file: Option<Arc<dyn VfsFile>>,
+    /// The group's bytes; reused so steady appends do not allocate here.
+    buf: Vec<u8>,
+}
+
+/// An append whose arguments were checked, waiting for a group.
+struct Pending {
+    ticket: Ticket,
+    stream: String,
+    expected: Expected,
+    /// The encoded batch, with `first_version` still to be patched in.
+    payload: Vec<u8>,
+    count: u32,
+}
+
+impl Pending {
+    fn record_len(&self) -> u64 {
+        (HEADER_SIZE + self.payload.len()) as u64
+    }
+}
+
+/// The appends one leader commits together.
+struct Group {
+    /// Create the segment for this seq first.
+    roll_to: Option<u64>,
+    /// Segment number the records go to, and where.
+    segment: u32,
+    offset: u64,
+    /// Length of the current last segment's records (cut to before a roll).
+    previous_len: u64,
+    members: Vec<Member>,
+    /// Appends refused while forming the group; their outcome waits for the
+    /// group's, because they were checked against its members.
+    refused: Vec<(Pending, Error)>,
+    bytes: u64,
+}
+
+struct Member {
+    pending: Pending,
+    seq: u64,
+    first_version: u64,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic elsewhere cannot leave these structures half-updated in a way
+    // that matters more than refusing service, which `poisoned` handles.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn system_now() -> i64 {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(since.as_nanos()).unwrap_or(i64::MAX)
+}
+
+impl Log {
+    /// Opens (creating it if missing) the log in `dir` on the host's file
+    /// system, recovering from any crash.
+    pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Log, Error> {
+        Log::open_with_vfs(PosixVfs, dir, options)
+    }
+
+    /// Opens the log in `dir` on any file system backend.
+    pub fn open_with_vfs(
+        vfs: impl Vfs + 'static,
+        dir: impl AsRef<Path>,
+        options: Options,
+    ) -> Result<Log, Error> {
+        Log::open_arc(Arc::new(vfs), dir.as_ref(), options)
+    }
+
+    fn open_arc(vfs: Arc<dyn Vfs>, dir: &Path, options: Options) -> Result<Log, Error> {
+        vfs.create_dir_all(dir)?;
+        let scanned = recovery::scan(vfs.as_ref(), dir, &mut |_| {})?;
+        let mut report = scanned.report;
+        let mut syncs = 0;
+        let active = match scanned.segments.last() {
+            None => None,
+            Some(last) => {
+                let file: Arc<dyn VfsFile> = Arc::from(vfs.open(&last.path, OpenMode::ReadWrite)?);
+                if let Tail::Torn { offset, bytes, .. } = &report.tail {
+                    // Truncate, never skip: garbage left in place would make
+                    // the next recovery drop the records written after it.
+                    file.set_len(*offset)?;
+                    report.bytes_truncated = *bytes;
+                }
+                // Everything recovery believes must be durable before it is
+                // built on: a killed predecessor may have left records (or
+                // this truncation) only in the page cache.
+                file.sync_data()?;
+                syncs += 1;
+                Some(file)
+            }
+        };
+        // Likewise a segment's directory entry.
+        vfs.sync_dir(dir)?;
+
+        let size = scanned.segments.iter().map(|segment| segment.len).sum();
+        let stats = Stats { syncs, ..Stats::default() };
+        Ok(Log {
+            vfs,
+            dir: dir.to_path_buf(),
+            segment_bytes: match options.segment_bytes {
+                0 => DEFAULT_SEGMENT_BYTES,
+                bytes => bytes.min(SEGMENT_BYTES_MAX),
+            },
+            max_bytes: options.max_bytes,
+            now: options.now,
+            failpoint: options.failpoint,
+            shared: Mutex::new(Shared {
+                index: scanned.index,
+                segments: scanned.segments,
+                last_seq: report.last_seq,
+                size,
+                queue: VecDeque::new(),
+                outcomes: BTreeMap::new(),
+                next_ticket: 0,
+                committing: false,
+                poisoned: false,
+                stats,
+            }),
+            recovery: report,
+            published: Condvar::new(),
+            writer: Mutex::new(Writer { file: active, buf: Vec::new() }),
+            handles: Mutex::new(Handles::default()),
+        })
+    }
+
+    /// Appends `events` to `stream` as one record, if the stream is at the
+    /// `expected` version; returns the stream's new version once the record
+    /// is durable.
+    pub fn append(&self, stream: &str, expected: Expected, events: &[Event]) -> Result<u64, Error> {
+        let ticket = self.submit(stream, expected, events)?;
+        let mut shared = lock(&self.shared);
+        loop {
+            if let Some(outcome) = shared.outcomes.remove(&ticket) {
+                return outcome;
+            }
+            if shared.committing {
+                shared = self.published.wait(shared).unwrap_or_else(PoisonError::into_inner);
+            } else {
+                shared = self.lead(shared);
+            }
+        }
+    }
+
+    /// Step 1 of an append: checks the arguments, encodes the batch and
+    /// queues it. The outcome comes from a later group commit
+    /// ([`Log::commit_next_group`], or any thread's `append`) and is
+    /// collected with [`Log::take_outcome`].
+    pub fn submit(&self, stream: &str, expected: Expected, events: &[Event]) -> Result<Ticket, Error> {
+        if events.is_empty() {
+            return Err(Error::EmptyBatch { stream: stream.to_owned() });
+        }
+        if stream.len() > MAX_NAME_BYTES {
+            return Err(Error::NameTooLong { what: "stream name", len: stream.len() });
+        }
+        if let Some(event) = events.iter().find(|event| event.event_type.len() > MAX_NAME_BYTES) {
+            return Err(Error::NameTooLong { what: "event type", len: event.event_type.len() });
+        }
+        let payload_len = batch_encoded_len(stream, events);
+        if payload_len > MAX_PAYLOAD_BYTES || u32::try_from(events.len()).is_err() {
+            return Err(Error::RecordTooLarge { stream: stream.to_owned(), bytes: payload_len });
+        }
+        let at = self.now.as_ref().map_or_else(system_now, |now| now());
+        let mut payload = Vec::with_capacity(payload_len as usize);
+        encode_batch_at(&mut payload, stream, 0, events, at);
+        let mut shared = lock(&self.shared);
+        if shared.poisoned {
+            return Err(Error::Poisoned);
+        }
+        let ticket = Ticket(shared.next_ticket);
+        shared.next_ticket += 1;
+        shared.queue.push_back(Pending {
+            ticket,
+            stream: stream.to_owned(),
+            expected,
+            payload,
+            count: events.len() as u32,
+        });
+        Ok(ticket)
+    }
+
+    /// Steps 2 to 4 for the next group of queued appends, on the calling
+    /// thread. Returns how many appends got an outcome (0 if the queue is
+    /// empty or another thread's group is in flight).
+    pub fn commit_next_group(&self) -> usize {
+        let shared = lock(&self.shared);
+        if shared.committing {
+            return 0;
+        }
+        let before = shared.outcomes.len();
+        let shared = self.lead(shared);
+        shared.outcomes.len() - before
+    }
+
+    /// The outcome of a submitted append, once its group was committed.
+    pub fn take_outcome(&self, ticket: Ticket) -> Option<Result<u64, Error>> {
+        lock(&self.shared).outcomes.remove(&ticket)
+    }
+
+    /// Appends queued and not yet in a group.
+    pub fn queued(&self) -> usize {
+        lock(&self.shared).queue.len()
+    }
+
+    /// Forms and commits one group; called with the lock, returns with it.
+    fn lead<'a>(&'a self, mut shared: MutexGuard<'a, Shared>) -> MutexGuard<'a, Shared> {
+        if shared.poisoned {
+            while let Some(pending) = shared.queue.pop_front() {
+                shared.outcomes.insert(pending.ticket, Err(Error::Poisoned));
+            }
+            return shared;
+        }
+        let group = self.form_group(&mut shared);
+        if group.members.is_empty() {
+            self.publish_refusals(&mut shared, group.refused);
+            return shared;
+        }
+        shared.committing = true;
+        drop(shared);
+
+        let mut reset = ResetOnUnwind { log: self, armed: true };
+        let started = Instant::now();
+        let result = self.write_group(&group);
+        let sync_ns = started.elapsed().as_nanos() as u64;
+        reset.armed = false;
+
+        let mut shared = lock(&self.shared);
+        shared.committing = false;
+        self.publish(&mut shared, group, result, sync_ns);
+        self.published.notify_all();
+        shared
+    }
+
+    /// Takes appends off the queue, in order, into one group.
+    fn form_group(&self, shared: &mut Shared) -> Group {
+        let last = shared.segments.last();
+        let mut group = Group {
+            roll_to: None,
+            segment: shared.segments.len().saturating_sub(1) as u32,
+            offset: last.map_or(0, |segment| segment.len),
+            previous_len: last.map_or(0, |segment| segment.len),
+            members: Vec::new(),
+            refused: Vec::new(),
+            bytes: 0,
+        };
+        // Versions the group's members leave their streams at.
+        let mut versions: BTreeMap<String, u64> = BTreeMap::new();
+        let mut size = shared.size;
+        while let Some(pending) = shared.queue.front() {
+            let current = versions
+                .get(&pending.stream)
+                .copied()
+                .unwrap_or_else(|| shared.index.version(&pending.stream));
+            let record_len = pending.record_len();
+            let refusal = if !pending.expected.matches(current) {
+                Some(Error::VersionConflict {
+                    stream: pending.stream.clone(),
+                    expected: pending.expected,
+                    actual: current,
+                })
+            } else if self.max_bytes > 0 && size + record_len > self.max_bytes {
+                Some(Error::Quota { limit: self.max_bytes, needed: size + record_len })
+            } else {
+                None
+            };
+            if let Some(error) = refusal {
+                let pending = shared.queue.pop_front().expect("front exists");
+                group.refused.push((pending, error));
+                continue;
+            }
+            let has_segment = !shared.segments.is_empty() || group.roll_to.is_some();
+            let segment_used = group.offset + group.bytes;
+            let fits = has_segment
+                && (segment_used == 0 || segment_used + record_len <= self.segment_bytes);
+            if !fits {
+                if !group.members.is_empty() {
+                    break; // the next group starts with the roll
+                }
+                group.roll_to = Some(shared.last_seq + 1);
+                group.segment = shared.segments.len() as u32;
+                group.offset = 0;
+            }
+            if !group.members.is_empty() && group.bytes + record_len > GROUP_BYTES_MAX {
+                break;
+            }
+            let mut pending = shared.queue.pop_front().expect("front exists");
+            let at = first_version_offset(pending.stream.len());
+            pending.payload[at..at + 8].copy_from_slice(&(current + 1).to_le_bytes());
+            let seq = shared.last_seq + 1 + group.members.len() as u64;
+            versions.insert(pending.stream.clone(), current + u64::from(pending.count));
+            size += record_len;
+            group.bytes += record_len;
+            group.members.push(Member { pending, seq, first_version: current + 1 });
+        }
+        group
+    }
+
+    /// Rolls if needed, writes the group with one write and syncs it with
+    /// one `fdatasync`; on failure cuts the file back. Runs without the
+    /// shared lock: only the leader gets here.
+    fn write_group(&self, group: &Group) -> Result<(), GroupFailure> {
+        let mut writer = lock(&self.writer);
+        if let Some(first_seq) = group.roll_to {
+            self.roll(&mut writer, first_seq, group.previous_len)
+                .map_err(|error| GroupFailure { error, poisoned: false, rolled: false })?;
+        }
+        let rolled = group.roll_to.is_some();
+        let Writer { file, buf } = &mut *writer;
+        let file = Arc::clone(file.as_ref().expect("a segment exists after a roll"));
+        buf.clear();
+        for member in &group.members {
+            append_record(buf, member.seq, &member.pending.payload);
+        }
+        debug_assert_eq!(buf.len() as u64, group.bytes);
+        let result = file
+            .write_at(buf, group.offset)
+            .and_then(|()| self.failpoint.as_ref().map_or(Ok(()), |hook| hook(FAILPOINT_AFTER_WRITE)))
+            .and_then(|()| file.sync_data());
+        let Err(error) = result else {
+            return Ok(());
+        };
+        // Never retry the sync and trust it: the kernel may have dropped
+        // the dirty pages. Cut the record off instead, durably, so it can
+        // never reappear after a restart.
+        let cut_back = file.set_len(group.offset).and_then(|()| file.sync_data());
+        Err(GroupFailure { error: Error::Io(error), poisoned: cut_back.is_err(), rolled })
+    }
+
+    /// Makes the segment for `first_seq` the active one: the current one is
+    /// cut to its last record, then the new file is created and the
+    /// directory synced, all before any record in it is acknowledged.
+    fn roll(&self, writer: &mut Writer, first_seq: u64, previous_len: u64) -> Result<(), Error> {
+        if let Some(previous) = &writer.file {
+            if previous.len()? > previous_len {
+                previous.set_len(previous_len)?;
+                previous.sync_data()?;
+            }
+        }
+        let path = self.dir.join(segment_name(first_seq));
+        let file = match self.vfs.open(&path, OpenMode::CreateNew) {
+            Ok(file) => file,
+            // Left by an earlier roll whose directory sync failed: reuse it
+            // if it holds nothing.
+            Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {
+                let file = self.vfs.open(&path, OpenMode::ReadWrite)?;
+                if !file.is_empty()? {
+                    return Err(Error::Corrupt {
+                        file: path,
+                        offset: 0,
+                        reason: "a segment the log is about to create already holds data".into(),
+                    });
+                }
+                file
+            }
+            Err(error) => return Err(Error::Io(error)),
+        };
+        self.vfs.sync_dir(&self.dir)?;
+        writer.file = Some(Arc::from(file));
+        Ok(())
+    }
+
+    /// Publishes a group's outcome: on success the index, versions and size
+    /// move and every member is acknowledged; on failure every member fails
+    /// and the refused appends go back to the queue, to be checked again
+    /// against the state the failed group did not change.
+    fn publish(&self, shared: &mut Shared, group: Group, result: Result<(), GroupFailure>, sync_ns: u64) {
+        let rolled = match &result {
+            Ok(()) => group.roll_to.is_some(),
+            Err(failure) => failure.rolled,
+        };
+        if rolled {
+            let first_seq = group.roll_to.expect("rolled implies a roll");
+            shared.segments.push(SegmentMeta {
+                first_seq,
+                path: self.dir.join(segment_name(first_seq)),
+                len: 0,
+            });
+            shared.stats.segments_created += 1;
+        }
+        match result {
+            Ok(()) => {
+                let mut offset = group.offset;
+                for member in &group.members {
+                    let location = Location {
+                        first_version: member.first_version,
+                        segment: group.segment,
+                        offset: offset as u32,
+                    };
+                    shared.index.push(&member.pending.stream, member.pending.count, location);
+                    offset += member.pending.record_len();
+                    let version = member.first_version + u64::from(member.pending.count) - 1;
+                    shared.outcomes.insert(member.pending.ticket, Ok(version));
+                    shared.stats.events += u64::from(member.pending.count);
+                }
+                shared.last_seq += group.members.len() as u64;
+                shared.size += group.bytes;
+                let segment = &mut shared.segments[group.segment as usize];
+                segment.len = group.offset + group.bytes;
+                let stats = &mut shared.stats;
+                stats.appends += group.members.len() as u64;
+                stats.bytes += group.bytes;
+                stats.groups += 1;
+                stats.syncs += 1;
+                stats.sync_latency_ns.record(sync_ns);
+                stats.appends_per_group.record(group.members.len() as u64);
+                self.publish_refusals(shared, group.refused);
+            }
+            Err(failure) => {
+                shared.poisoned |= failure.poisoned;
+                shared.stats.failed_appends += group.members.len() as u64;
+                for member in &group.members {
+                    shared.outcomes.insert(member.pending.ticket, Err(failure.error.duplicate()));
+                }
+                for (pending, _) in group.refused.into_iter().rev() {
+                    shared.queue.push_front(pending);
+                }
+            }
+        }
+    }
+
+    fn publish_refusals(&self, shared: &mut Shared, refused: Vec<(Pending, Error)>) {
+        for (pending, error) in refused {
+            match error {
+                Error::VersionConflict { .. } => shared.stats.conflicts += 1,
+                Error::Quota { .. } => shared.stats.quota_rejections += 1,
+                _ => {}
+            }
+            shared.outcomes.insert(pending.ticket, Err(error));
+        }
+    }
+
+    /// At most `limit` acknowledged events of `stream` with version >=
+    /// `max(from, 1)`, in order. Every record read is checked (CRC, stream,
+    /// versions); damage is an error, never wrong data.
+    pub fn read(&self, stream: &str, from: u64, limit: usize) -> Result<Vec<Event>, Error> {
+        let from = from.max(1);
+        let locations: Vec<(Location, u64)> = {
+            let shared = lock(&self.shared);
+            let Some(index) = shared.index.streams.get(stream) else {
+                return Ok(Vec::new());
+            };
+            if limit == 0 || from > index.version {
+                return Ok(Vec::new());
+            }
+            let start = index.record_holding(from);
+            // Each record holds at least one event.
+            let end = start.saturating_add(limit).min(index.records.len());
+            index.records[start..end]
+                .iter()
+                .map(|location| (*location, shared.segments[location.segment as usize].first_seq))
+                .collect()
+        };
+        let mut events = Vec::new();
+        let mut buf = Vec::new();
+        for (location, first_seq) in locations {
+            let batch = self.read_batch(stream, location, first_seq, &mut buf)?;
+            let wanted = batch.into_iter().filter(|event| event.version >= from);
+            events.extend(wanted.take(limit - events.len()));
+            if events.len() == limit {
+                break;
+            }
+        }
+        Ok(events)
+    }
+
+    /// Reads and checks one record. A failed check is read once more, so a
+    /// flaky read is not reported as damage.
+    fn read_batch(
+        &self,
+        stream: &str,
+        location: Location,
+        first_seq: u64,
+        buf: &mut Vec<u8>,
+    ) -> Result<Vec<Event>, Error> {
+        let path = self.dir.join(segment_name(first_seq));
+        let file = lock(&self.handles).get(self.vfs.as_ref(), location.segment, &path)?;
+        let offset = u64::from(location.offset);
+        let mut reason = String::new();
+        for _ in 0..2 {
+            read_record_bytes(file.as_ref(), offset, buf)?;
+            match check_read(buf, stream, location.first_version) {
+                Ok(events) => return Ok(events),
+                Err(why) => reason = why,
+            }
+        }
+        Err(Error::Corrupt { file: path, offset, reason })
+    }
+
+    /// The stream's version: its number of events (0 if unknown).
+    pub fn version(&self, stream: &str) -> u64 {
+        lock(&self.shared).index.version(stream)
+    }
+
+    /// Names of the streams that start with `prefix`, sorted.
+    pub fn streams(&self, prefix: &str) -> Vec<String> {
+        lock(&self.shared).index.names_with_prefix(prefix)
+    }
+
+    /// Seq of the last acknowledged record (0 for an empty log).
+    pub fn last_seq(&self) -> u64 {
+        lock(&self.shared).last_seq
+    }
+
+    /// Bytes of acknowledged records in all segments (never counts
+    /// preallocated or torn bytes).
+    pub fn size(&self) -> u64 {
+        lock(&self.shared).size
+    }
+
+    /// What recovery found and did when this log was opened.
+    pub fn recovery(&self) -> &RecoveryReport {
+        &self.recovery
+    }
+
+    /// Counters and histograms since open.
+    pub fn stats(&self) -> Stats {
+        lock(&self.shared).stats.clone()
+    }
+
+    /// True once a failed append could not be undone durably.
+    pub fn is_poisoned(&self) -> bool {
+        lock(&self.shared).poisoned
+    }
+
+    /// The log's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Closes the log. Every acknowledged append is already durable, so
+    /// this only releases the files.
+    pub fn close(self) -> Result<(), Error> {
+        drop(self);
+        Ok(())
+    }
+}
+
+fn check_read(buf: &[u8], stream: &str, first_version: u64) -> Result<Vec<Event>, String> {
+    let record = parse_record(buf).map_err(|error| error.to_string())?;
+    let batch = decode_batch(record.payload).map_err(|error| error.to_string())?;
+    if batch.stream != stream || batch.first_version != first_version {
+        return Err(format!(
+            "record holds stream {:?} from version {}, the index expects {stream:?} from version {first_version}",
+            batch.stream, batch.first_version
+        ));
+    }
+    Ok(batch.events)
+}
+
+struct GroupFailure {
+    error: Error,
+    /// The cut-back failed too.
+    poisoned: bool,
+    /// The new segment exists although the group failed.
+    rolled: bool,
+}
+
+/// If a leader panics (a failpoint hook may), waiting appenders must not
+/// wait forever: the log is poisoned and they are woken.
+struct ResetOnUnwind<'a> {
+    log: &'a Log,
+    armed: bool,
+}
+
+impl Drop for ResetOnUnwind<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let mut shared = lock(&self.log.shared);
+            shared.committing = false;
+            shared.poisoned = true;
+            self.log.published.notify_all();
+        }
+    }
+}

@@ -1,0 +1,440 @@
+//! Recovery: reading a log directory back and deciding what it holds.
+//!
+//! [`scan`] reads every segment in name order and checks every record (the
+//! header fits, the length fits, the CRC matches, the seq is the previous
+//! plus one, the segment's name is its first record's seq, the batch
+//! decodes, its first version is its stream's last plus one). The first
+//! record that fails decides:
+//!
+//! - in an earlier segment, acknowledged bytes are damaged: `Corrupt`;
+//! - in the last segment, it is a torn tail (an append that crashed before
+//!   it was acknowledged), which `Log::open` truncates durably, unless the
+//!   bytes prove it is not: see [`GROUP_BYTES_MAX`].
+//!
+//! Damage to the structure (a name that is not a segment, a missing segment,
+//! a seq gap) is corruption wherever it is. The scan itself never writes:
+//! `durlog verify` runs it alone.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use durlog_vfs::{OpenMode, Vfs, VfsFile};
+
+use crate::error::Error;
+use crate::format::{BatchView, HEADER_SIZE, inspect_batch, parse_record, parse_segment_name};
+use crate::index::{Index, Location};
+use crate::segment::{SegmentMeta, Window};
+
+/// The most bytes one group commit writes in a single write-and-sync,
+/// unless a single record is larger (it is then a group of its own).
+///
+/// This bounds what a torn write can damage. Only the last group can be
+/// unsynced at a crash, and every earlier byte was synced. So damage at
+/// offset `X` of the last segment, followed by a valid record (with a later
+/// seq) that ends more than `GROUP_BYTES_MAX` past `X`, cannot be a torn
+/// write: `X` and that record cannot both belong to the last group, so `X`
+/// was synced, and Open refuses with `Corrupt`.
+///
+/// The ambiguous window: damage within the last `GROUP_BYTES_MAX` bytes of
+/// the last segment (or anywhere in a last record larger than that) looks
+/// exactly like a torn tail and is truncated. A bit flip at rest there drops
+/// the acknowledged records from the flip on.
+pub const GROUP_BYTES_MAX: u64 = 1 << 20;
+
+/// How many times a suspected damage is re-read before it is believed: a
+/// flaky read must not make recovery truncate acknowledged data.
+const REREADS_MAX: usize = 4;
+
+/// What the end of the last segment looks like.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Tail {
+    /// The last segment ends exactly at its last valid record.
+    Clean,
+    /// Only zero bytes follow the last valid record (preallocation, or a
+    /// size change whose data never reached the disk). Kept as is: the next
+    /// append overwrites them.
+    Zeros {
+        /// The last segment.
+        file: PathBuf,
+        /// Where the zeros start.
+        offset: u64,
+        /// How many zero bytes there are.
+        bytes: u64,
+    },
+    /// A torn tail: an append that never completed. `Log::open` truncates
+    /// the file at `offset` and makes the truncation durable.
+    Torn {
+        /// The last segment.
+        file: PathBuf,
+        /// Offset of the first record that fails.
+        offset: u64,
+        /// Bytes from there to the end of the file.
+        bytes: u64,
+        /// Why the record there fails.
+        reason: String,
+    },
+}
+
+/// What recovery found (and, from `Log::open`, what it did).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Segment files read.
+    pub segments: usize,
+    /// Valid records read.
+    pub records: u64,
+    /// Bytes of valid records.
+    pub record_bytes: u64,
+    /// Seq of the last valid record (0 for an empty log).
+    pub last_seq: u64,
+    /// The state of the last segment's end.
+    pub tail: Tail,
+    /// Bytes `Log::open` cut off the last segment (0 from a read-only scan).
+    pub bytes_truncated: u64,
+}
+
+/// One valid record, as a scan visits it.
+pub struct RecordInfo<'a> {
+    /// The segment file it is in.
+    pub file: &'a Path,
+    /// Its offset in that file.
+    pub offset: u64,
+    /// Its seq.
+    pub seq: u64,
+    /// Bytes it takes, header included.
+    pub len: u64,
+    /// Its payload (a batch that is known to decode).
+    pub payload: &'a [u8],
+    /// The batch's stream, first version and count.
+    pub batch: BatchView<'a>,
+}
+
+/// What a scan hands to `Log::open`.
+pub(crate) struct Scanned {
+    pub segments: Vec<SegmentMeta>,
+    pub index: Index,
+    pub report: RecoveryReport,
+}
+
+/// Scans `dir` read-only and reports what `Log::open` would find and do:
+/// `Ok` with the tail state, or `Corrupt` naming the file and offset.
+pub fn verify(vfs: &dyn Vfs, dir: &Path) -> Result<RecoveryReport, Error> {
+    scan(vfs, dir, &mut |_| {}).map(|scanned| scanned.report)
+}
+
+/// [`verify`], calling `visit` for every valid record in log order.
+pub fn visit_records(
+    vfs: &dyn Vfs,
+    dir: &Path,
+    visit: &mut dyn FnMut(&RecordInfo<'_>),
+) -> Result<RecoveryReport, Error> {
+    scan(vfs, dir, visit).map(|scanned| scanned.report)
+}
+
+pub(crate) fn scan(
+    vfs: &dyn Vfs,
+    dir: &Path,
+    visit: &mut dyn FnMut(&RecordInfo<'_>),
+) -> Result<Scanned, Error> {
+    let names = segment_names(vfs, dir)?;
+    let mut scanner = Scanner {
+        index: Index::default(),
+        next_seq: 1,
+        records: 0,
+        record_bytes: 0,
+        buf: Vec::new(),
+    };
+    let mut segments = Vec::with_capacity(names.len());
+    let mut tail = Tail::Clean;
+    for (position, (first_seq, path)) in names.iter().enumerate() {
+        let is_last = position + 1 == names.len();
+        if *first_seq != scanner.next_seq {
+            return Err(corrupt(path, 0, seq_gap_reason(position, *first_seq, scanner.next_seq)));
+        }
+        let file = vfs.open(path, OpenMode::ReadOnly)?;
+        let (len, segment_tail) = scanner.scan_segment(
+            file.as_ref(),
+            path,
+            position as u32,
+            is_last,
+            visit,
+        )?;
+        if len == 0 && !is_last {
+            return Err(corrupt(path, 0, "a sealed segment holds no record".into()));
+        }
+        segments.push(SegmentMeta { first_seq: *first_seq, path: path.clone(), len });
+        tail = segment_tail;
+    }
+    let report = RecoveryReport {
+        segments: segments.len(),
+        records: scanner.records,
+        record_bytes: scanner.record_bytes,
+        last_seq: scanner.next_seq - 1,
+        tail,
+        bytes_truncated: 0,
+    };
+    Ok(Scanned { segments, index: scanner.index, report })
+}
+
+fn seq_gap_reason(position: usize, named: u64, expected: u64) -> String {
+    if position == 0 {
+        format!("the first segment is named for seq {named}, but a log starts at seq 1: a segment is missing")
+    } else {
+        format!(
+            "segment named for seq {named}, but the previous segment ends at seq {}: a segment is missing or misnamed",
+            expected - 1
+        )
+    }
+}
+
+fn corrupt(file: &Path, offset: u64, reason: String) -> Error {
+    Error::Corrupt { file: file.to_path_buf(), offset, reason }
+}
+
+/// The segment files of `dir` in seq order. Anything else in the directory
+/// is an error: a log directory holds segments only.
+fn segment_names(vfs: &dyn Vfs, dir: &Path) -> Result<Vec<(u64, PathBuf)>, Error> {
+    let mut names = Vec::new();
+    for entry in vfs.list_dir(dir)? {
+        let path = dir.join(&entry.name);
+        match parse_segment_name(&entry.name) {
+            Some(first_seq) if !entry.is_dir => names.push((first_seq, path)),
+            Some(_) => return Err(corrupt(&path, 0, "a directory where a segment file belongs".into())),
+            None => {
+                return Err(corrupt(
+                    &path,
+                    0,
+                    "not a durlog segment (segments are named by 20 decimal digits and .log); a log directory holds only segments: move the file elsewhere".into(),
+                ));
+            }
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+struct Scanner {
+    index: Index,
+    next_seq: u64,
+    records: u64,
+    record_bytes: u64,
+    buf: Vec<u8>,
+}
+
+impl Scanner {
+    /// Scans one segment; returns the end of its last valid record and the
+    /// state of its tail.
+    fn scan_segment(
+        &mut self,
+        file: &dyn VfsFile,
+        path: &Path,
+        segment: u32,
+        is_last: bool,
+        visit: &mut dyn FnMut(&RecordInfo<'_>),
+    ) -> Result<(u64, Tail), Error> {
+        let file_len = file.len()?;
+        let mut window = Window::new(file, file_len, std::mem::take(&mut self.buf));
+        let mut offset = 0;
+        let mut tail = Tail::Clean;
+        let mut failure = None;
+        while offset < file_len {
+            match self.check_record(&mut window, path, offset, segment, visit) {
+                Ok(len) => offset += len,
+                Err(Failure::Io(error)) => {
+                    failure = Some(error);
+                    break;
+                }
+                Err(Failure::Damaged(reason)) => {
+                    match self.classify_damage(&mut window, path, offset, is_last, reason) {
+                        Ok(found) => tail = found,
+                        Err(error) => failure = Some(error),
+                    }
+                    break;
+                }
+            }
+        }
+        self.buf = window.into_buf();
+        match failure {
+            Some(error) => Err(error),
+            None => Ok((offset, tail)),
+        }
+    }
+
+    /// Checks the record at `offset` and, if valid, indexes it and returns
+    /// its length. Suspected damage is re-read until two reads agree.
+    fn check_record(
+        &mut self,
+        window: &mut Window<'_>,
+        path: &Path,
+        offset: u64,
+        segment: u32,
+        visit: &mut dyn FnMut(&RecordInfo<'_>),
+    ) -> Result<u64, Failure> {
+        let mut previous: Option<Vec<u8>> = None;
+        for _ in 0..REREADS_MAX {
+            let reason = match self.try_record(window, path, offset, segment, visit)? {
+                Ok(len) => return Ok(len),
+                Err(reason) => reason,
+            };
+            let bytes = record_region(window, offset)?;
+            if previous.as_ref() == Some(&bytes) {
+                return Err(Failure::Damaged(reason));
+            }
+            previous = Some(bytes);
+            window.invalidate();
+        }
+        Err(Failure::Io(Error::Io(io::Error::other(format!(
+            "{}: {REREADS_MAX} reads at offset {offset} returned different bytes; the device is unstable, not retrying recovery",
+            path.display()
+        )))))
+    }
+
+    fn try_record(
+        &mut self,
+        window: &mut Window<'_>,
+        path: &Path,
+        offset: u64,
+        segment: u32,
+        visit: &mut dyn FnMut(&RecordInfo<'_>),
+    ) -> Result<Result<u64, String>, Failure> {
+        let header = window.bytes(offset, HEADER_SIZE as u64)?;
+        let claimed = if header.len() == HEADER_SIZE {
+            u64::from(u32::from_le_bytes([header[0], header[1], header[2], header[3]]))
+        } else {
+            0
+        };
+        let bytes = window.bytes(offset, HEADER_SIZE as u64 + claimed)?;
+        let record = match parse_record(bytes) {
+            Ok(record) => record,
+            Err(error) => return Ok(Err(error.to_string())),
+        };
+        if record.seq != self.next_seq {
+            return Ok(Err(format!("record has seq {}, expected {}", record.seq, self.next_seq)));
+        }
+        let batch = match inspect_batch(record.payload) {
+            Ok(batch) => batch,
+            Err(error) => return Ok(Err(error.to_string())),
+        };
+        let expected_version = self.index.version(batch.stream) + 1;
+        if batch.first_version != expected_version {
+            return Ok(Err(format!(
+                "batch of stream {:?} starts at version {}, expected {expected_version}",
+                batch.stream, batch.first_version
+            )));
+        }
+        let Ok(offset32) = u32::try_from(offset) else {
+            return Ok(Err("record starts beyond 4 GiB, where no segment reaches".into()));
+        };
+        let len = record.len as u64;
+        visit(&RecordInfo { file: path, offset, seq: record.seq, len, payload: record.payload, batch });
+        self.index.push(
+            batch.stream,
+            batch.count,
+            Location { first_version: batch.first_version, segment, offset: offset32 },
+        );
+        self.next_seq += 1;
+        self.records += 1;
+        self.record_bytes += len;
+        Ok(Ok(len))
+    }
+
+    /// Decides what damage at `offset` means, as the module doc says.
+    fn classify_damage(
+        &mut self,
+        window: &mut Window<'_>,
+        path: &Path,
+        offset: u64,
+        is_last: bool,
+        reason: String,
+    ) -> Result<Tail, Error> {
+        if !is_last {
+            return Err(corrupt(path, offset, format!("{reason} (in a sealed segment: acknowledged data is damaged)")));
+        }
+        let file_len = window.file_len();
+        let bytes = file_len - offset;
+        if all_zero(window, offset, file_len)? {
+            return Ok(Tail::Zeros { file: path.to_path_buf(), offset, bytes });
+        }
+        if let Some((later_offset, later_seq)) = later_record_beyond_group(window, offset, self.next_seq - 1)? {
+            return Err(corrupt(
+                path,
+                offset,
+                format!(
+                    "{reason}, yet a valid record (seq {later_seq}) lies at offset {later_offset}, beyond what one torn write can reach: acknowledged data is damaged"
+                ),
+            ));
+        }
+        Ok(Tail::Torn { file: path.to_path_buf(), offset, bytes, reason })
+    }
+}
+
+enum Failure {
+    Io(Error),
+    Damaged(String),
+}
+
+impl From<io::Error> for Failure {
+    fn from(error: io::Error) -> Failure {
+        Failure::Io(Error::Io(error))
+    }
+}
+
+/// The bytes a damaged record claims (bounded by the file), for comparing
+/// two reads of it.
+fn record_region(window: &mut Window<'_>, offset: u64) -> io::Result<Vec<u8>> {
+    let header = window.bytes(offset, HEADER_SIZE as u64)?.to_vec();
+    let claimed = if header.len() == HEADER_SIZE {
+        u64::from(u32::from_le_bytes([header[0], header[1], header[2], header[3]]))
+    } else {
+        0
+    };
+    Ok(window.bytes(offset, HEADER_SIZE as u64 + claimed)?.to_vec())
+}
+
+fn all_zero(window: &mut Window<'_>, from: u64, to: u64) -> io::Result<bool> {
+    let mut offset = from;
+    while offset < to {
+        let chunk = window.bytes(offset, (to - offset).min(1 << 20))?;
+        if chunk.iter().any(|&byte| byte != 0) {
+            return Ok(false);
+        }
+        offset += chunk.len() as u64;
+    }
+    Ok(true)
+}
+
+/// A valid record after damage at `damage`, with a seq above `last_good`,
+/// that ends more than [`GROUP_BYTES_MAX`] past the damage: proof that the
+/// damage is not a torn write. Returns its offset and seq.
+fn later_record_beyond_group(
+    window: &mut Window<'_>,
+    damage: u64,
+    last_good: u64,
+) -> io::Result<Option<(u64, u64)>> {
+    let file_len = window.file_len();
+    if file_len - damage <= GROUP_BYTES_MAX {
+        return Ok(None);
+    }
+    let mut offset = damage + 1;
+    while offset + HEADER_SIZE as u64 <= file_len {
+        let header = window.bytes(offset, HEADER_SIZE as u64)?;
+        let seq = u64::from_le_bytes(header[8..16].try_into().expect("16-byte header"));
+        // Every record between the damage and here takes at least a header,
+        // which bounds the seqs that can plausibly start here.
+        let seq_max = last_good + 1 + (offset - damage) / HEADER_SIZE as u64;
+        if seq > last_good && seq <= seq_max {
+            let claimed = u64::from(u32::from_le_bytes(header[..4].try_into().expect("4 bytes")));
+            let end = offset + HEADER_SIZE as u64 + claimed;
+            if end - damage > GROUP_BYTES_MAX && end <= file_len {
+                let bytes = window.bytes(offset, end - offset)?;
+                if let Ok(record) = parse_record(bytes) {
+                    if inspect_batch(record.payload).is_ok() {
+                        return Ok(Some((offset, seq)));
+                    }
+                }
+            }
+        }
+        offset += 1;
+    }
+    Ok(None)
+}

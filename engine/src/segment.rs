@@ -1,0 +1,155 @@
+//! Segment files: their metadata, a windowed reader for scanning them, and
+//! a small cache of open read handles (segments open on demand, so a log of
+//! thousands of segments does not hold thousands of descriptors).
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use durlog_vfs::{OpenMode, Vfs, VfsFile, read_exact_at};
+
+use crate::format::HEADER_SIZE;
+
+/// Bytes a scan reads per call: large enough to amortise the system call,
+/// small enough to stay in cache.
+const SCAN_CHUNK_BYTES: usize = 1 << 20;
+
+/// Bytes a point read fetches first: most records fit, so one read serves.
+const POINT_READ_BYTES: usize = 4096;
+
+/// Read handles kept open for sealed segments.
+const OPEN_HANDLES_MAX: usize = 16;
+
+/// One segment file of the log.
+#[derive(Clone, Debug)]
+pub(crate) struct SegmentMeta {
+    /// Seq of its first record, which is also its name.
+    pub first_seq: u64,
+    pub path: PathBuf,
+    /// Bytes of acknowledged records in it (never counts a zero tail).
+    pub len: u64,
+}
+
+/// Sequential reads of one file through a reusable buffer.
+pub(crate) struct Window<'a> {
+    file: &'a dyn VfsFile,
+    file_len: u64,
+    buf: Vec<u8>,
+    /// File offset of `buf[0]`.
+    start: u64,
+}
+
+impl<'a> Window<'a> {
+    /// A window over `file`, reusing `buf`'s allocation.
+    pub fn new(file: &'a dyn VfsFile, file_len: u64, mut buf: Vec<u8>) -> Window<'a> {
+        buf.clear();
+        Window { file, file_len, buf, start: 0 }
+    }
+
+    /// Gives the buffer back for reuse.
+    pub fn into_buf(self) -> Vec<u8> {
+        self.buf
+    }
+
+    pub fn file_len(&self) -> u64 {
+        self.file_len
+    }
+
+    /// Up to `want` bytes at `offset`; fewer only where the file ends.
+    pub fn bytes(&mut self, offset: u64, want: u64) -> io::Result<&[u8]> {
+        let want = want.min(self.file_len.saturating_sub(offset));
+        let loaded_end = self.start + self.buf.len() as u64;
+        if offset < self.start || offset + want > loaded_end {
+            self.load(offset, want)?;
+        }
+        let from = (offset - self.start) as usize;
+        Ok(&self.buf[from..from + want as usize])
+    }
+
+    /// Forgets what was loaded, so the next `bytes` reads the file again
+    /// (recovery re-reads suspected damage to tell it from a flaky read).
+    pub fn invalidate(&mut self) {
+        self.buf.clear();
+        self.start = 0;
+    }
+
+    fn load(&mut self, offset: u64, want: u64) -> io::Result<()> {
+        let len = want
+            .max(SCAN_CHUNK_BYTES as u64)
+            .min(self.file_len.saturating_sub(offset));
+        self.buf.clear();
+        self.buf.resize(len as usize, 0);
+        read_exact_at(self.file, &mut self.buf, offset)?;
+        self.start = offset;
+        Ok(())
+    }
+}
+
+/// Reads the record at `offset` of `file` into `buf` (header included),
+/// fetching only as many bytes as its header claims. The caller parses it.
+pub(crate) fn read_record_bytes(
+    file: &dyn VfsFile,
+    offset: u64,
+    buf: &mut Vec<u8>,
+) -> io::Result<()> {
+    buf.clear();
+    buf.resize(POINT_READ_BYTES, 0);
+    let got = read_up_to(file, buf, offset)?;
+    buf.truncate(got);
+    if got < HEADER_SIZE {
+        return Ok(());
+    }
+    let payload_len = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+    let needed = HEADER_SIZE + payload_len;
+    if needed > got {
+        buf.resize(needed, 0);
+        let more = read_up_to(file, &mut buf[got..], offset + got as u64)?;
+        buf.truncate(got + more);
+    }
+    Ok(())
+}
+
+fn read_up_to(file: &dyn VfsFile, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        let n = file.read_at(&mut buf[done..], offset + done as u64)?;
+        if n == 0 {
+            break;
+        }
+        done += n;
+    }
+    Ok(done)
+}
+
+/// Open read handles of segments, least recently used evicted first.
+#[derive(Default)]
+pub(crate) struct Handles {
+    open: BTreeMap<u32, (Arc<dyn VfsFile>, u64)>,
+    clock: u64,
+}
+
+impl Handles {
+    /// The handle of segment number `segment`, opening it if needed.
+    pub fn get(
+        &mut self,
+        vfs: &dyn Vfs,
+        segment: u32,
+        path: &std::path::Path,
+    ) -> io::Result<Arc<dyn VfsFile>> {
+        self.clock += 1;
+        if let Some((file, used)) = self.open.get_mut(&segment) {
+            *used = self.clock;
+            return Ok(Arc::clone(file));
+        }
+        let file: Arc<dyn VfsFile> = Arc::from(vfs.open(path, OpenMode::ReadOnly)?);
+        if self.open.len() >= OPEN_HANDLES_MAX {
+            let oldest = self.open.iter().min_by_key(|(_, (_, used))| *used).map(|(key, _)| *key);
+            if let Some(oldest) = oldest {
+                self.open.remove(&oldest);
+            }
+        }
+        self.open.insert(segment, (Arc::clone(&file), self.clock));
+        Ok(file)
+    }
+}
