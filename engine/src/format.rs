@@ -338,14 +338,7 @@ pub fn decode_batch(payload: &[u8]) -> Result<Batch, BatchError> {
     let first_version = reader.u64("first_version")?;
     let count = reader.u32("count")?;
     check_versions(first_version, count)?;
-    // Every event takes at least EVENT_FIXED_BYTES, so a count the bytes
-    // cannot hold is rejected before it sizes an allocation.
-    if u64::from(count) > (reader.remaining() / EVENT_FIXED_BYTES) as u64 {
-        return Err(BatchError::Truncated {
-            field: "events",
-            offset: reader.offset,
-        });
-    }
+    check_count_fits(&reader, count)?;
     let mut events = Vec::with_capacity(count as usize);
     for index in 0..u64::from(count) {
         let event_type = reader.name("event type")?;
@@ -392,6 +385,7 @@ pub fn inspect_batch(payload: &[u8]) -> Result<BatchView<'_>, BatchError> {
     let first_version = reader.u64("first_version")?;
     let count = reader.u32("count")?;
     check_versions(first_version, count)?;
+    check_count_fits(&reader, count)?;
     for _ in 0..count {
         reader.name_ref("event type")?;
         reader.u64("at")?;
@@ -402,6 +396,19 @@ pub fn inspect_batch(payload: &[u8]) -> Result<BatchView<'_>, BatchError> {
         return Err(BatchError::TrailingBytes { offset: reader.offset, extra: reader.remaining() });
     }
     Ok(BatchView { stream, first_version, count })
+}
+
+/// Every event takes at least EVENT_FIXED_BYTES, so a count the bytes
+/// cannot hold is rejected before it sizes an allocation (and with the same
+/// error from `decode_batch` and `inspect_batch`).
+fn check_count_fits(reader: &Reader<'_>, count: u32) -> Result<(), BatchError> {
+    if u64::from(count) > (reader.remaining() / EVENT_FIXED_BYTES) as u64 {
+        return Err(BatchError::Truncated {
+            field: "events",
+            offset: reader.offset,
+        });
+    }
+    Ok(())
 }
 
 fn check_versions(first_version: u64, count: u32) -> Result<(), BatchError> {

@@ -201,9 +201,12 @@ impl Log {
             None => None,
             Some(last) => {
                 let file: Arc<dyn VfsFile> = Arc::from(vfs.open(&last.path, OpenMode::ReadWrite)?);
-                if let Tail::Torn { offset, bytes, .. } = &report.tail {
-                    // Truncate, never skip: garbage left in place would make
-                    // the next recovery drop the records written after it.
+                // Truncate, never skip: garbage left in place would make the
+                // next recovery drop the records written after it. A zero
+                // tail is cut too, so every segment ends at its last record.
+                if let Tail::Torn { offset, bytes, .. } | Tail::Zeros { offset, bytes, .. } =
+                    &report.tail
+                {
                     file.set_len(*offset)?;
                     report.bytes_truncated = *bytes;
                 }
