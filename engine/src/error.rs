@@ -94,6 +94,13 @@ pub enum Error {
         reason: String,
     },
 
+    /// An append to a log opened with `Log::open_read_only`.
+    #[error("the log in {dir} was opened read-only; open it with Log::open to append")]
+    ReadOnly {
+        /// The log's directory.
+        dir: PathBuf,
+    },
+
     /// An operating-system error (the message names the path).
     #[error("I/O error: {0}")]
     Io(#[from] io::Error),
@@ -141,6 +148,7 @@ impl Error {
                 offset: *offset,
                 reason: reason.clone(),
             },
+            Error::ReadOnly { dir } => Error::ReadOnly { dir: dir.clone() },
             Error::Io(error) => Error::Io(io::Error::new(error.kind(), error.to_string())),
             Error::EmptyBatch { stream } => Error::EmptyBatch { stream: stream.clone() },
             Error::NameTooLong { what, len } => Error::NameTooLong { what, len: *len },

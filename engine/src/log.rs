@@ -115,6 +115,8 @@ struct Shared {
     /// A leader is writing or syncing a group.
     committing: bool,
     poisoned: bool,
+    /// Opened with `open_read_only`: appends are refused.
+    read_only: bool,
     stats: Stats,
 }
 
@@ -189,16 +191,26 @@ impl Log {
         dir: impl AsRef<Path>,
         options: Options,
     ) -> Result<Log, Error> {
-        Log::open_arc(Arc::new(vfs), dir.as_ref(), options)
+        Log::open_arc(Arc::new(vfs), dir.as_ref(), options, false)
     }
 
-    fn open_arc(vfs: Arc<dyn Vfs>, dir: &Path, options: Options) -> Result<Log, Error> {
-        vfs.create_dir_all(dir)?;
+    /// Opens the log in `dir` for reading only: nothing on disk changes (no
+    /// directory is created, no torn tail truncated, nothing synced), and
+    /// appends fail with `Error::ReadOnly`. Reads see the valid records.
+    pub fn open_read_only(vfs: impl Vfs + 'static, dir: impl AsRef<Path>) -> Result<Log, Error> {
+        Log::open_arc(Arc::new(vfs), dir.as_ref(), Options::default(), true)
+    }
+
+    fn open_arc(vfs: Arc<dyn Vfs>, dir: &Path, options: Options, read_only: bool) -> Result<Log, Error> {
+        if !read_only {
+            vfs.create_dir_all(dir)?;
+        }
         let scanned = recovery::scan(vfs.as_ref(), dir, &mut |_| {})?;
         let mut report = scanned.report;
         let mut syncs = 0;
         let active = match scanned.segments.last() {
             None => None,
+            Some(_) if read_only => None,
             Some(last) => {
                 let file: Arc<dyn VfsFile> = Arc::from(vfs.open(&last.path, OpenMode::ReadWrite)?);
                 // Truncate, never skip: garbage left in place would make the
@@ -219,7 +231,9 @@ impl Log {
             }
         };
         // Likewise a segment's directory entry.
-        vfs.sync_dir(dir)?;
+        if !read_only {
+            vfs.sync_dir(dir)?;
+        }
 
         let size = scanned.segments.iter().map(|segment| segment.len).sum();
         let stats = Stats { syncs, ..Stats::default() };
@@ -243,6 +257,7 @@ impl Log {
                 next_ticket: 0,
                 committing: false,
                 poisoned: false,
+                read_only,
                 stats,
             }),
             recovery: report,
@@ -292,6 +307,9 @@ impl Log {
         let mut payload = Vec::with_capacity(payload_len as usize);
         encode_batch_at(&mut payload, stream, 0, events, at);
         let mut shared = lock(&self.shared);
+        if shared.read_only {
+            return Err(Error::ReadOnly { dir: self.dir.clone() });
+        }
         if shared.poisoned {
             return Err(Error::Poisoned);
         }

@@ -52,8 +52,9 @@ pub enum Tail {
     /// The last segment ends exactly at its last valid record.
     Clean,
     /// Only zero bytes follow the last valid record (preallocation, or a
-    /// size change whose data never reached the disk). Kept as is: the next
-    /// append overwrites them.
+    /// size change whose data never reached the disk): the end of the log,
+    /// not damage. `Log::open` cuts them off like a torn tail, so that
+    /// every segment ends at its last record; `durlog verify` calls it clean.
     Zeros {
         /// The last segment.
         file: PathBuf,

@@ -4,7 +4,7 @@
 mod common;
 
 use common::{Backend, clock, event};
-use durlog::{Error, Event, Expected, Options, Tail, segment_name};
+use durlog::{Error, Event, Expected, Log, Options, Tail, segment_name};
 
 const SEG1: &str = "00000000000000000001.log";
 
@@ -428,5 +428,24 @@ fn open_creates_a_missing_directory() {
         assert_eq!((log.last_seq(), log.size()), (0, 0));
         log.append("s", Expected::NoStream, &[Event::new("t", vec![])]).unwrap();
         assert_eq!(backend.files(), vec![SEG1.to_string()]);
+    }
+}
+
+#[test]
+fn read_only_open_changes_nothing() {
+    for backend in Backend::all() {
+        let missing = Log::open_read_only(backend.vfs(), backend.dir());
+        assert!(matches!(missing, Err(Error::Io(ref error)) if error.kind() == std::io::ErrorKind::NotFound));
+        assert!(backend.vfs().list_dir(&backend.dir()).is_err(), "no directory created");
+        let full = written_one_two_three(&backend);
+        backend.write_file(SEG1, &full[..120]);
+        let before = backend.snapshot();
+        let log = Log::open_read_only(backend.vfs(), backend.dir()).unwrap();
+        assert!(matches!(&log.recovery().tail, Tail::Torn { offset: 98, .. }));
+        assert_eq!(log.read("s", 1, 10).unwrap().len(), 2);
+        let error = log.append("s", Expected::Any, &[event("t", b"x")]).unwrap_err();
+        assert!(matches!(error, Error::ReadOnly { .. }), "{error}");
+        drop(log);
+        assert_eq!(backend.snapshot(), before, "{}", backend.name());
     }
 }
