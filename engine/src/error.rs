@@ -122,7 +122,9 @@ pub enum Error {
     },
 
     /// The record for this append would exceed the u32 payload limit.
-    #[error("append to stream {stream:?} would make a record payload of {bytes} bytes, over the limit of 4294967295")]
+    #[error(
+        "append to stream {stream:?} would make a record payload of {bytes} bytes, over the limit of 4294967295"
+    )]
     RecordTooLarge {
         /// The stream appended to.
         stream: String,
@@ -135,22 +137,35 @@ impl Error {
     /// A copy for a second caller: `Io` errors keep their kind and message.
     pub(crate) fn duplicate(&self) -> Error {
         match self {
-            Error::VersionConflict { stream, expected, actual } => Error::VersionConflict {
+            Error::VersionConflict {
+                stream,
+                expected,
+                actual,
+            } => Error::VersionConflict {
                 stream: stream.clone(),
                 expected: *expected,
                 actual: *actual,
             },
-            Error::Quota { limit, needed } => Error::Quota { limit: *limit, needed: *needed },
+            Error::Quota { limit, needed } => Error::Quota {
+                limit: *limit,
+                needed: *needed,
+            },
             Error::Closed => Error::Closed,
             Error::Poisoned => Error::Poisoned,
-            Error::Corrupt { file, offset, reason } => Error::Corrupt {
+            Error::Corrupt {
+                file,
+                offset,
+                reason,
+            } => Error::Corrupt {
                 file: file.clone(),
                 offset: *offset,
                 reason: reason.clone(),
             },
             Error::ReadOnly { dir } => Error::ReadOnly { dir: dir.clone() },
             Error::Io(error) => Error::Io(io::Error::new(error.kind(), error.to_string())),
-            Error::EmptyBatch { stream } => Error::EmptyBatch { stream: stream.clone() },
+            Error::EmptyBatch { stream } => Error::EmptyBatch {
+                stream: stream.clone(),
+            },
             Error::NameTooLong { what, len } => Error::NameTooLong { what, len: *len },
             Error::RecordTooLarge { stream, bytes } => Error::RecordTooLarge {
                 stream: stream.clone(),

@@ -380,7 +380,10 @@ pub struct BatchView<'a> {
 /// Checks a payload exactly as [`decode_batch`] does, without copying any
 /// event: recovery validates every record this way at scan speed.
 pub fn inspect_batch(payload: &[u8]) -> Result<BatchView<'_>, BatchError> {
-    let mut reader = Reader { bytes: payload, offset: 0 };
+    let mut reader = Reader {
+        bytes: payload,
+        offset: 0,
+    };
     let stream = reader.name_ref("stream name")?;
     let first_version = reader.u64("first_version")?;
     let count = reader.u32("count")?;
@@ -393,9 +396,16 @@ pub fn inspect_batch(payload: &[u8]) -> Result<BatchView<'_>, BatchError> {
         reader.take(data_len, "data")?;
     }
     if reader.remaining() != 0 {
-        return Err(BatchError::TrailingBytes { offset: reader.offset, extra: reader.remaining() });
+        return Err(BatchError::TrailingBytes {
+            offset: reader.offset,
+            extra: reader.remaining(),
+        });
     }
-    Ok(BatchView { stream, first_version, count })
+    Ok(BatchView {
+        stream,
+        first_version,
+        count,
+    })
 }
 
 /// Every event takes at least EVENT_FIXED_BYTES, so a count the bytes

@@ -62,7 +62,10 @@ impl Index {
 
     pub fn names_with_prefix(&self, prefix: &str) -> Vec<String> {
         self.streams
-            .range::<str, _>((std::ops::Bound::Included(prefix), std::ops::Bound::Unbounded))
+            .range::<str, _>((
+                std::ops::Bound::Included(prefix),
+                std::ops::Bound::Unbounded,
+            ))
             .take_while(|(name, _)| name.starts_with(prefix))
             .map(|(name, _)| name.clone())
             .collect()

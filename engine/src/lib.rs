@@ -23,8 +23,8 @@ mod stats;
 pub use durlog_vfs as vfs;
 pub use error::{Error, Expected};
 pub use format::{
-    Batch, BatchError, Event, HEADER_SIZE, MAX_NAME_BYTES, MAX_PAYLOAD_BYTES, Record,
-    RecordError, append_record, crc32c, decode_batch, encode_batch, parse_record, segment_name,
+    Batch, BatchError, Event, HEADER_SIZE, MAX_NAME_BYTES, MAX_PAYLOAD_BYTES, Record, RecordError,
+    append_record, crc32c, decode_batch, encode_batch, parse_record, segment_name,
 };
 pub use log::{
     Clock, DEFAULT_SEGMENT_BYTES, FAILPOINT_AFTER_WRITE, Failpoint, Log, Options,

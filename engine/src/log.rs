@@ -117,6 +117,10 @@ struct Shared {
     poisoned: bool,
     /// Opened with `open_read_only`: appends are refused.
     read_only: bool,
+    /// A roll failed, possibly after creating the new segment file: the
+    /// next group must finish it before writing anything, or records would
+    /// land in the old segment while a file named for their seq exists.
+    roll_required: bool,
     stats: Stats,
 }
 
@@ -201,7 +205,12 @@ impl Log {
         Log::open_arc(Arc::new(vfs), dir.as_ref(), Options::default(), true)
     }
 
-    fn open_arc(vfs: Arc<dyn Vfs>, dir: &Path, options: Options, read_only: bool) -> Result<Log, Error> {
+    fn open_arc(
+        vfs: Arc<dyn Vfs>,
+        dir: &Path,
+        options: Options,
+        read_only: bool,
+    ) -> Result<Log, Error> {
         if !read_only {
             vfs.create_dir_all(dir)?;
         }
@@ -236,7 +245,10 @@ impl Log {
         }
 
         let size = scanned.segments.iter().map(|segment| segment.len).sum();
-        let stats = Stats { syncs, ..Stats::default() };
+        let stats = Stats {
+            syncs,
+            ..Stats::default()
+        };
         Ok(Log {
             vfs,
             dir: dir.to_path_buf(),
@@ -258,11 +270,15 @@ impl Log {
                 committing: false,
                 poisoned: false,
                 read_only,
+                roll_required: false,
                 stats,
             }),
             recovery: report,
             published: Condvar::new(),
-            writer: Mutex::new(Writer { file: active, buf: Vec::new() }),
+            writer: Mutex::new(Writer {
+                file: active,
+                buf: Vec::new(),
+            }),
             handles: Mutex::new(Handles::default()),
         })
     }
@@ -278,7 +294,10 @@ impl Log {
                 return outcome;
             }
             if shared.committing {
-                shared = self.published.wait(shared).unwrap_or_else(PoisonError::into_inner);
+                shared = self
+                    .published
+                    .wait(shared)
+                    .unwrap_or_else(PoisonError::into_inner);
             } else {
                 shared = self.lead(shared);
             }
@@ -289,26 +308,47 @@ impl Log {
     /// queues it. The outcome comes from a later group commit
     /// ([`Log::commit_next_group`], or any thread's `append`) and is
     /// collected with [`Log::take_outcome`].
-    pub fn submit(&self, stream: &str, expected: Expected, events: &[Event]) -> Result<Ticket, Error> {
+    pub fn submit(
+        &self,
+        stream: &str,
+        expected: Expected,
+        events: &[Event],
+    ) -> Result<Ticket, Error> {
         if events.is_empty() {
-            return Err(Error::EmptyBatch { stream: stream.to_owned() });
+            return Err(Error::EmptyBatch {
+                stream: stream.to_owned(),
+            });
         }
         if stream.len() > MAX_NAME_BYTES {
-            return Err(Error::NameTooLong { what: "stream name", len: stream.len() });
+            return Err(Error::NameTooLong {
+                what: "stream name",
+                len: stream.len(),
+            });
         }
-        if let Some(event) = events.iter().find(|event| event.event_type.len() > MAX_NAME_BYTES) {
-            return Err(Error::NameTooLong { what: "event type", len: event.event_type.len() });
+        if let Some(event) = events
+            .iter()
+            .find(|event| event.event_type.len() > MAX_NAME_BYTES)
+        {
+            return Err(Error::NameTooLong {
+                what: "event type",
+                len: event.event_type.len(),
+            });
         }
         let payload_len = batch_encoded_len(stream, events);
         if payload_len > MAX_PAYLOAD_BYTES || u32::try_from(events.len()).is_err() {
-            return Err(Error::RecordTooLarge { stream: stream.to_owned(), bytes: payload_len });
+            return Err(Error::RecordTooLarge {
+                stream: stream.to_owned(),
+                bytes: payload_len,
+            });
         }
         let at = self.now.as_ref().map_or_else(system_now, |now| now());
         let mut payload = Vec::with_capacity(payload_len as usize);
         encode_batch_at(&mut payload, stream, 0, events, at);
         let mut shared = lock(&self.shared);
         if shared.read_only {
-            return Err(Error::ReadOnly { dir: self.dir.clone() });
+            return Err(Error::ReadOnly {
+                dir: self.dir.clone(),
+            });
         }
         if shared.poisoned {
             return Err(Error::Poisoned);
@@ -364,7 +404,10 @@ impl Log {
         shared.committing = true;
         drop(shared);
 
-        let mut reset = ResetOnUnwind { log: self, armed: true };
+        let mut reset = ResetOnUnwind {
+            log: self,
+            armed: true,
+        };
         let started = Instant::now();
         let result = self.write_group(&group);
         let sync_ns = started.elapsed().as_nanos() as u64;
@@ -405,7 +448,10 @@ impl Log {
                     actual: current,
                 })
             } else if self.max_bytes > 0 && size + record_len > self.max_bytes {
-                Some(Error::Quota { limit: self.max_bytes, needed: size + record_len })
+                Some(Error::Quota {
+                    limit: self.max_bytes,
+                    needed: size + record_len,
+                })
             } else {
                 None
             };
@@ -414,9 +460,10 @@ impl Log {
                 group.refused.push((pending, error));
                 continue;
             }
-            let has_segment = !shared.segments.is_empty() || group.roll_to.is_some();
+            let must_roll =
+                group.roll_to.is_none() && (shared.roll_required || shared.segments.is_empty());
             let segment_used = group.offset + group.bytes;
-            let fits = has_segment
+            let fits = !must_roll
                 && (segment_used == 0 || segment_used + record_len <= self.segment_bytes);
             if !fits {
                 if !group.members.is_empty() {
@@ -436,7 +483,11 @@ impl Log {
             versions.insert(pending.stream.clone(), current + u64::from(pending.count));
             size += record_len;
             group.bytes += record_len;
-            group.members.push(Member { pending, seq, first_version: current + 1 });
+            group.members.push(Member {
+                pending,
+                seq,
+                first_version: current + 1,
+            });
         }
         group
     }
@@ -448,7 +499,11 @@ impl Log {
         let mut writer = lock(&self.writer);
         if let Some(first_seq) = group.roll_to {
             self.roll(&mut writer, first_seq, group.previous_len)
-                .map_err(|error| GroupFailure { error, poisoned: false, rolled: false })?;
+                .map_err(|error| GroupFailure {
+                    error,
+                    poisoned: false,
+                    rolled: false,
+                })?;
         }
         let rolled = group.roll_to.is_some();
         let Writer { file, buf } = &mut *writer;
@@ -460,7 +515,11 @@ impl Log {
         debug_assert_eq!(buf.len() as u64, group.bytes);
         let result = file
             .write_at(buf, group.offset)
-            .and_then(|()| self.failpoint.as_ref().map_or(Ok(()), |hook| hook(FAILPOINT_AFTER_WRITE)))
+            .and_then(|()| {
+                self.failpoint
+                    .as_ref()
+                    .map_or(Ok(()), |hook| hook(FAILPOINT_AFTER_WRITE))
+            })
             .and_then(|()| file.sync_data());
         let Err(error) = result else {
             return Ok(());
@@ -469,7 +528,11 @@ impl Log {
         // the dirty pages. Cut the record off instead, durably, so it can
         // never reappear after a restart.
         let cut_back = file.set_len(group.offset).and_then(|()| file.sync_data());
-        Err(GroupFailure { error: Error::Io(error), poisoned: cut_back.is_err(), rolled })
+        Err(GroupFailure {
+            error: Error::Io(error),
+            poisoned: cut_back.is_err(),
+            rolled,
+        })
     }
 
     /// Makes the segment for `first_seq` the active one: the current one is
@@ -509,11 +572,20 @@ impl Log {
     /// move and every member is acknowledged; on failure every member fails
     /// and the refused appends go back to the queue, to be checked again
     /// against the state the failed group did not change.
-    fn publish(&self, shared: &mut Shared, group: Group, result: Result<(), GroupFailure>, sync_ns: u64) {
+    fn publish(
+        &self,
+        shared: &mut Shared,
+        group: Group,
+        result: Result<(), GroupFailure>,
+        sync_ns: u64,
+    ) {
         let rolled = match &result {
             Ok(()) => group.roll_to.is_some(),
             Err(failure) => failure.rolled,
         };
+        if group.roll_to.is_some() {
+            shared.roll_required = !rolled;
+        }
         if rolled {
             let first_seq = group.roll_to.expect("rolled implies a roll");
             shared.segments.push(SegmentMeta {
@@ -532,7 +604,9 @@ impl Log {
                         segment: group.segment,
                         offset: offset as u32,
                     };
-                    shared.index.push(&member.pending.stream, member.pending.count, location);
+                    shared
+                        .index
+                        .push(&member.pending.stream, member.pending.count, location);
                     offset += member.pending.record_len();
                     let version = member.first_version + u64::from(member.pending.count) - 1;
                     shared.outcomes.insert(member.pending.ticket, Ok(version));
@@ -555,7 +629,9 @@ impl Log {
                 shared.poisoned |= failure.poisoned;
                 shared.stats.failed_appends += group.members.len() as u64;
                 for member in &group.members {
-                    shared.outcomes.insert(member.pending.ticket, Err(failure.error.duplicate()));
+                    shared
+                        .outcomes
+                        .insert(member.pending.ticket, Err(failure.error.duplicate()));
                 }
                 for (pending, _) in group.refused.into_iter().rev() {
                     shared.queue.push_front(pending);
@@ -593,7 +669,12 @@ impl Log {
             let end = start.saturating_add(limit).min(index.records.len());
             index.records[start..end]
                 .iter()
-                .map(|location| (*location, shared.segments[location.segment as usize].first_seq))
+                .map(|location| {
+                    (
+                        *location,
+                        shared.segments[location.segment as usize].first_seq,
+                    )
+                })
                 .collect()
         };
         let mut events = Vec::new();
@@ -629,7 +710,11 @@ impl Log {
                 Err(why) => reason = why,
             }
         }
-        Err(Error::Corrupt { file: path, offset, reason })
+        Err(Error::Corrupt {
+            file: path,
+            offset,
+            reason,
+        })
     }
 
     /// The stream's version: its number of events (0 if unknown).

@@ -44,7 +44,12 @@ impl<'a> Window<'a> {
     /// A window over `file`, reusing `buf`'s allocation.
     pub fn new(file: &'a dyn VfsFile, file_len: u64, mut buf: Vec<u8>) -> Window<'a> {
         buf.clear();
-        Window { file, file_len, buf, start: 0 }
+        Window {
+            file,
+            file_len,
+            buf,
+            start: 0,
+        }
     }
 
     /// Gives the buffer back for reuse.
@@ -144,7 +149,11 @@ impl Handles {
         }
         let file: Arc<dyn VfsFile> = Arc::from(vfs.open(path, OpenMode::ReadOnly)?);
         if self.open.len() >= OPEN_HANDLES_MAX {
-            let oldest = self.open.iter().min_by_key(|(_, (_, used))| *used).map(|(key, _)| *key);
+            let oldest = self
+                .open
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(key, _)| *key);
             if let Some(oldest) = oldest {
                 self.open.remove(&oldest);
             }

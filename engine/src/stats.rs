@@ -16,7 +16,12 @@ pub struct Histogram {
 
 impl Default for Histogram {
     fn default() -> Histogram {
-        Histogram { buckets: [0; 65], count: 0, sum: 0, max: 0 }
+        Histogram {
+            buckets: [0; 65],
+            count: 0,
+            sum: 0,
+            max: 0,
+        }
     }
 }
 
@@ -41,7 +46,11 @@ impl Histogram {
 
     /// The mean of the values (0 if none).
     pub fn mean(&self) -> f64 {
-        if self.count == 0 { 0.0 } else { self.sum as f64 / self.count as f64 }
+        if self.count == 0 {
+            0.0
+        } else {
+            self.sum as f64 / self.count as f64
+        }
     }
 
     /// An upper bound, within a factor of two, of the `quantile` (0.0 to
@@ -55,7 +64,11 @@ impl Histogram {
         for (bucket, &count) in self.buckets.iter().enumerate() {
             seen += count;
             if seen >= rank {
-                let upper = if bucket == 0 { 0 } else { (1u128 << bucket) - 1 };
+                let upper = if bucket == 0 {
+                    0
+                } else {
+                    (1u128 << bucket) - 1
+                };
                 return (upper as u64).min(self.max);
             }
         }

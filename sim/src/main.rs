@@ -1,0 +1,281 @@
+//! `durlog-sim`: run seeded crash simulations of durlog, or replay one.
+
+use std::io::Write as _;
+use std::ops::Range;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use clap::{Parser, Subcommand};
+use durlog_sim::{
+    Plan, Progress, RunOptions, keep_ranges, parse_keep, repro_command, run_campaign, run_plan,
+    shard_seeds, shrink,
+};
+use durlog_vfs::FaultKind;
+
+#[derive(Parser)]
+#[command(
+    name = "durlog-sim",
+    version,
+    about = "Deterministic crash simulator for the durlog event log"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Args, Clone)]
+struct Common {
+    /// Only these faults may be enabled: a comma list of kinds
+    /// (lost-unsynced-pages, torn-write, lost-dir-entry, unsynced-size-change,
+    /// bit-flip-at-rest, bit-flip-on-read, failed-fsync, short-write,
+    /// no-space, misdirected-write, crash), or `none`. Default: all.
+    #[arg(long, value_parser = parse_faults)]
+    faults: Option<Vec<FaultKind>>,
+    /// Workload steps per seed (default: drawn per seed, up to 400).
+    #[arg(long)]
+    steps: Option<u32>,
+    /// Plant a deterministic oracle failure in about 1% of seeds, to prove
+    /// failures are reported and reproducible.
+    #[arg(long)]
+    canary: bool,
+}
+
+impl Common {
+    fn options(&self) -> RunOptions {
+        RunOptions {
+            faults: self.faults.clone(),
+            steps: self.steps,
+            canary: self.canary,
+        }
+    }
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a range of seeds and print a summary (deterministic on stdout;
+    /// progress and timing on stderr). Exits 1 if any seed fails.
+    Run {
+        /// Seeds to run, as A..B (B excluded).
+        #[arg(long, default_value = "0..1000", value_parser = parse_range)]
+        seeds: Range<u64>,
+        /// Threads (default: the number of cores).
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// Take every N-th seed starting at the I-th: I/N.
+        #[arg(long, default_value = "0/1", value_parser = parse_shard)]
+        shard: (u64, u64),
+        /// Failing seeds to shrink and print in full (the rest are listed).
+        #[arg(long, default_value_t = 3)]
+        shrink: usize,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Replay one seed with its full operation and fault trace.
+    Repro {
+        #[arg(long)]
+        seed: u64,
+        /// Run only these steps of the seed's plan (as printed by a shrink),
+        /// e.g. 0-3,7,9.
+        #[arg(long)]
+        keep: Option<String>,
+        /// Leave out the disk operations from the trace.
+        #[arg(long)]
+        no_disk_ops: bool,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+fn parse_faults(text: &str) -> Result<Vec<FaultKind>, String> {
+    if text == "none" {
+        return Ok(Vec::new());
+    }
+    text.split(',')
+        .map(|name| {
+            name.trim()
+                .parse::<FaultKind>()
+                .map_err(|error| error.to_string())
+        })
+        .collect()
+}
+
+fn parse_range(text: &str) -> Result<Range<u64>, String> {
+    let (start, end) = text
+        .split_once("..")
+        .ok_or_else(|| format!("{text:?} is not a range A..B"))?;
+    let number = |part: &str| {
+        part.trim()
+            .parse::<u64>()
+            .map_err(|_| format!("{part:?} in {text:?} is not a number"))
+    };
+    let (start, end) = (number(start)?, number(end)?);
+    if start > end {
+        return Err(format!("{text:?}: the range is empty backwards"));
+    }
+    Ok(start..end)
+}
+
+fn parse_shard(text: &str) -> Result<(u64, u64), String> {
+    let (index, count) = text
+        .split_once('/')
+        .ok_or_else(|| format!("{text:?} is not I/N"))?;
+    let number = |part: &str| {
+        part.trim()
+            .parse::<u64>()
+            .map_err(|_| format!("{part:?} in {text:?} is not a number"))
+    };
+    let (index, count) = (number(index)?, number(count)?);
+    if count == 0 || index >= count {
+        return Err(format!("shard {text:?}: need 0 <= I < N"));
+    }
+    Ok((index, count))
+}
+
+fn main() -> ExitCode {
+    match Cli::parse().command {
+        Command::Run {
+            seeds,
+            jobs,
+            shard,
+            shrink: shrink_count,
+            common,
+        } => run(seeds, jobs, shard, shrink_count, &common.options()),
+        Command::Repro {
+            seed,
+            keep,
+            no_disk_ops,
+            common,
+        } => repro(seed, keep.as_deref(), !no_disk_ops, &common.options()),
+    }
+}
+
+fn run(
+    range: Range<u64>,
+    jobs: Option<usize>,
+    shard: (u64, u64),
+    shrink_count: usize,
+    options: &RunOptions,
+) -> ExitCode {
+    let seeds: Vec<u64> = shard_seeds(range.clone(), shard.0, shard.1).collect();
+    let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let progress = Progress::default();
+    let bar = indicatif::ProgressBar::new(seeds.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30}] {pos}/{len} seeds {msg}",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
+    );
+    let started = Instant::now();
+    let summary = std::thread::scope(|scope| {
+        let worker = scope.spawn(|| run_campaign(&seeds, jobs, options, &progress));
+        while !worker.is_finished() {
+            std::thread::sleep(Duration::from_millis(200));
+            let cycles = progress.cycles.load(Ordering::Relaxed);
+            let rate = cycles as f64 / started.elapsed().as_secs_f64().max(1e-9);
+            bar.set_position(progress.seeds_done.load(Ordering::Relaxed));
+            bar.set_message(format!(
+                "{rate:.0} cycles/s, {} violations",
+                progress.violations.load(Ordering::Relaxed)
+            ));
+        }
+        worker.join().expect("campaign thread")
+    });
+    bar.finish_and_clear();
+    let elapsed = started.elapsed().as_secs_f64();
+    println!(
+        "durlog-sim run --seeds {}..{} --shard {}/{}{}",
+        range.start,
+        range.end,
+        shard.0,
+        shard.1,
+        repro_command(0, options, None).trim_start_matches("durlog-sim repro --seed 0")
+    );
+    println!("{summary}");
+    eprintln!(
+        "{} seeds, {} cycles in {elapsed:.2} s on {jobs} threads: {:.0} cycles/s, {:.0} cycles/s per thread, {:.0} appends/s, {:.0} crashes/s",
+        summary.seeds,
+        summary.counters.cycles,
+        summary.counters.cycles as f64 / elapsed,
+        summary.counters.cycles as f64 / elapsed / jobs as f64,
+        summary.counters.appends_submitted as f64 / elapsed,
+        summary.counters.crashes as f64 / elapsed,
+    );
+    if summary.violations.is_empty() {
+        return ExitCode::SUCCESS;
+    }
+    for (index, (seed, violation)) in summary.violations.iter().enumerate() {
+        println!();
+        println!(
+            "VIOLATION seed {seed} at step {}: {}",
+            violation.step, violation.message
+        );
+        println!("  reproduce: {}", repro_command(*seed, options, None));
+        if index < shrink_count {
+            print_shrunk(*seed, violation.step, options);
+        }
+    }
+    let _ = std::io::stdout().flush();
+    ExitCode::FAILURE
+}
+
+fn print_shrunk(seed: u64, step: usize, options: &RunOptions) {
+    let plan = Plan::draw(seed, options);
+    let shrunk = shrink(&plan, step);
+    let kept = shrunk.keep.iter().filter(|kept| **kept).count();
+    let faults: Vec<FaultKind> = shrunk.plan.faults.enabled();
+    let shrunk_options = RunOptions {
+        faults: Some(faults),
+        ..options.clone()
+    };
+    println!(
+        "  shrunk to {kept} of {} steps, faults [{}]: {}",
+        plan.actions.len(),
+        shrunk.plan.faults,
+        repro_command(seed, &shrunk_options, Some(&keep_ranges(&shrunk.keep)))
+    );
+    match &shrunk.result.violation {
+        Some(violation) => println!("  shrunk failure: {}", violation.message),
+        None => println!("  (the shrunk run no longer fails; use the full reproduction)"),
+    }
+    println!("  shrunk trace:");
+    for line in &shrunk.result.trace {
+        println!("    {line}");
+    }
+}
+
+fn repro(seed: u64, keep: Option<&str>, disk_ops: bool, options: &RunOptions) -> ExitCode {
+    let plan = Plan::draw(seed, options);
+    let keep = match keep
+        .map(|text| parse_keep(text, plan.actions.len()))
+        .transpose()
+    {
+        Ok(keep) => keep,
+        Err(error) => {
+            eprintln!("durlog-sim: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = run_plan(&plan, keep.as_deref(), true);
+    for line in &result.trace {
+        if disk_ops || !line.starts_with("      disk:") {
+            println!("{line}");
+        }
+    }
+    println!("digest {:016x}", result.digest);
+    match result.violation {
+        Some(violation) => {
+            println!(
+                "VIOLATION seed {seed} at step {}: {}",
+                violation.step, violation.message
+            );
+            ExitCode::FAILURE
+        }
+        None => {
+            println!("ok: seed {seed} passes");
+            ExitCode::SUCCESS
+        }
+    }
+}

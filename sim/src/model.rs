@@ -1,0 +1,100 @@
+//! The oracle's model: exactly what was acknowledged, nothing else. It
+//! advances only when an append returns `Ok`.
+
+use std::collections::BTreeMap;
+
+/// One acknowledged event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelEvent {
+    pub event_type: String,
+    pub data: Vec<u8>,
+    pub at: i64,
+}
+
+/// One acknowledged append (one record).
+#[derive(Clone, Debug)]
+struct Acked {
+    seq: u64,
+    stream: String,
+    events: usize,
+    record_bytes: u64,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Model {
+    streams: BTreeMap<String, Vec<ModelEvent>>,
+    appends: Vec<Acked>,
+    last_seq: u64,
+    size: u64,
+}
+
+impl Model {
+    pub fn version(&self, stream: &str) -> u64 {
+        self.streams
+            .get(stream)
+            .map_or(0, |events| events.len() as u64)
+    }
+
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
+    }
+
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    pub fn events(&self, stream: &str) -> &[ModelEvent] {
+        self.streams.get(stream).map_or(&[], Vec::as_slice)
+    }
+
+    pub fn stream_names(&self) -> Vec<String> {
+        self.streams.keys().cloned().collect()
+    }
+
+    /// Records an acknowledged append: the next seq, the stream's next
+    /// versions.
+    pub fn acknowledge(&mut self, stream: &str, events: Vec<ModelEvent>, record_bytes: u64) {
+        self.last_seq += 1;
+        self.size += record_bytes;
+        self.appends.push(Acked {
+            seq: self.last_seq,
+            stream: stream.to_owned(),
+            events: events.len(),
+            record_bytes,
+        });
+        self.streams
+            .entry(stream.to_owned())
+            .or_default()
+            .extend(events);
+    }
+
+    /// Forgets every append with a seq above `last_seq` (acknowledged data
+    /// that a fault destroyed, where the oracle allows it).
+    pub fn truncate(&mut self, last_seq: u64) {
+        while self
+            .appends
+            .last()
+            .is_some_and(|acked| acked.seq > last_seq)
+        {
+            let acked = self.appends.pop().expect("checked");
+            let events = self.streams.get_mut(&acked.stream).expect("acked stream");
+            events.truncate(events.len() - acked.events);
+            if events.is_empty() {
+                self.streams.remove(&acked.stream);
+            }
+            self.size -= acked.record_bytes;
+            self.last_seq -= 1;
+        }
+    }
+
+    /// The canary: changes one acknowledged byte, as a broken engine would.
+    pub fn plant_canary(&mut self) -> bool {
+        for events in self.streams.values_mut() {
+            if let Some(event) = events.first_mut() {
+                event.at ^= 1;
+                return true;
+            }
+        }
+        false
+    }
+}

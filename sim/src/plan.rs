@@ -1,0 +1,377 @@
+//! What one seed does: the fault configuration and the workload, drawn from
+//! the seed before anything runs.
+//!
+//! Everything random about a run is decided here, from one `ChaCha8Rng`
+//! seeded with the seed, except the disk's own fault draws, which come from
+//! `SimVfs`'s RNG seeded with a sub-seed drawn here. The actions are a plain
+//! list, so a failing run can be shrunk by running a subsequence of them.
+
+use std::fmt;
+
+use durlog_vfs::{FaultConfig, FaultKind};
+use rand::{Rng, RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// The most actions a default run takes.
+pub const STEPS_MAX: u32 = 400;
+
+/// How to run seeds, beyond the seed itself.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// Only these faults may be enabled (`None`: all kinds may be).
+    pub faults: Option<Vec<FaultKind>>,
+    /// Number of actions per seed (`None`: drawn per seed).
+    pub steps: Option<u32>,
+    /// Plant a deterministic oracle failure in about 1% of seeds.
+    pub canary: bool,
+}
+
+/// One step of a workload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// A client queues an append (if it has none in flight).
+    Submit {
+        client: u32,
+        stream: u32,
+        expected: ExpectedSpec,
+        events: Vec<EventSpec>,
+    },
+    /// The next group commit, maybe with a power loss during its n-th
+    /// counted disk operation, or at the failpoint between write and sync.
+    Commit { crash: CrashSpec },
+    /// A read of a stream, checked against the model.
+    Read { stream: u32, from: u64, limit: u32 },
+    /// Power loss between operations, then reopen.
+    Crash { recovery: CrashSpec, bit_flip: bool },
+    /// The process restarts (no power loss), maybe with a new quota.
+    Reopen {
+        quota: QuotaChange,
+        recovery: CrashSpec,
+    },
+}
+
+/// Whether and where an operation is interrupted by a power loss.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CrashSpec {
+    None,
+    /// During the n-th (1-based) counted disk operation.
+    AfterOps(u64),
+    /// At the failpoint between an append's write and its sync.
+    Failpoint,
+}
+
+/// The expected version an append states, resolved against the model when
+/// the action runs, so that it keeps its meaning after shrinking.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExpectedSpec {
+    /// Exactly the version the client last saw acknowledged.
+    Right,
+    /// That version plus this (non-zero) difference, clamped at 0.
+    Wrong(i8),
+    Any,
+    NoStream,
+    StreamExists,
+}
+
+/// One event to append: its type and a data length; the bytes follow from
+/// `fill` so they are never all zeros (a torn write must not look valid).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EventSpec {
+    pub event_type: u8,
+    pub len: u32,
+    pub fill: u8,
+}
+
+impl EventSpec {
+    pub fn data(&self) -> Vec<u8> {
+        (0..self.len)
+            .map(|i| self.fill.wrapping_add((i as u8).wrapping_mul(31)))
+            .collect()
+    }
+
+    pub fn type_name(&self) -> String {
+        format!("type-{}", self.event_type)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QuotaChange {
+    Keep,
+    /// Raise the quota by this many bytes (a quota of 0 stays 0).
+    Raise(u64),
+    Remove,
+}
+
+/// Everything a seed's run does.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub seed: u64,
+    /// Seed of the simulated disk's own RNG.
+    pub vfs_seed: u64,
+    pub faults: FaultConfig,
+    pub segment_bytes: u64,
+    /// Initial quota (0 = none).
+    pub max_bytes: u64,
+    pub streams: u32,
+    pub clients: u32,
+    pub actions: Vec<Action>,
+    /// Canary runs corrupt the model before this step.
+    pub canary_step: Option<usize>,
+}
+
+/// Picks an index with probability proportional to its weight.
+fn weighted(rng: &mut ChaCha8Rng, weights: &[u32]) -> usize {
+    let total: u32 = weights.iter().sum();
+    let mut pick = rng.random_range(0..total);
+    for (index, &weight) in weights.iter().enumerate() {
+        if pick < weight {
+            return index;
+        }
+        pick -= weight;
+    }
+    unreachable!("pick < total")
+}
+
+/// SplitMix64: a seed-to-seed mix for decisions that must not consume the
+/// plan's RNG (the canary), so canary and normal runs share their plans.
+pub fn mix(seed: u64) -> u64 {
+    let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+impl Plan {
+    pub fn draw(seed: u64, options: &RunOptions) -> Plan {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let vfs_seed = rng.next_u64();
+        let mut faults = FaultConfig::swarm(&mut rng);
+        if let Some(allowed) = &options.faults {
+            for kind in FaultKind::ALL {
+                if !allowed.contains(kind) {
+                    faults.set(*kind, 0.0);
+                }
+            }
+        }
+        let segment_bytes = match weighted(&mut rng, &[30, 40, 20, 10]) {
+            0 => rng.random_range(64..512),
+            1 => rng.random_range(512..4096),
+            2 => rng.random_range(4096..65536),
+            _ => 1 << 20,
+        };
+        let max_bytes = if rng.random_bool(0.4) {
+            rng.random_range(256..16384)
+        } else {
+            0
+        };
+        let streams = rng.random_range(1..=8);
+        let clients = if rng.random_bool(0.4) {
+            1
+        } else {
+            rng.random_range(2..=6)
+        };
+        let skewed = rng.random_bool(0.7);
+        let popularity: Vec<u32> = (0..streams)
+            .map(|i| if skewed { 120 / (i + 1) } else { 10 })
+            .collect();
+        // Swarm the workload mix too: some seeds crash often, some rarely.
+        let crash_rate = [2u32, 5, 15][weighted(&mut rng, &[4, 4, 2])];
+        let mid_op_crash = [0.02, 0.1, 0.3][weighted(&mut rng, &[3, 4, 3])];
+        let big_events = rng.random_bool(0.2);
+        let steps = options
+            .steps
+            .unwrap_or_else(|| rng.random_range(STEPS_MAX / 2..=STEPS_MAX));
+        let mut draw = ActionDraw {
+            rng: &mut rng,
+            clients,
+            popularity,
+            segment_bytes,
+            big_events,
+            mid_op_crash,
+            flip_at_rest: faults.weight(FaultKind::BitFlipAtRest),
+        };
+        let actions = (0..steps)
+            .map(|_| draw.action(&[45, 35, 12, crash_rate, 3]))
+            .collect();
+        let canary_step = (options.canary && mix(seed) % 100 == 0)
+            .then(|| (mix(seed ^ 1) % u64::from(steps.max(1))) as usize);
+        Plan {
+            seed,
+            vfs_seed,
+            faults,
+            segment_bytes,
+            max_bytes,
+            streams,
+            clients,
+            actions,
+            canary_step,
+        }
+    }
+}
+
+struct ActionDraw<'a> {
+    rng: &'a mut ChaCha8Rng,
+    clients: u32,
+    popularity: Vec<u32>,
+    segment_bytes: u64,
+    big_events: bool,
+    mid_op_crash: f64,
+    flip_at_rest: f64,
+}
+
+impl ActionDraw<'_> {
+    fn action(&mut self, mix: &[u32]) -> Action {
+        match weighted(self.rng, mix) {
+            0 => self.submit(),
+            1 => Action::Commit {
+                crash: self.crash_spec(true),
+            },
+            2 => Action::Read {
+                stream: self.stream(),
+                from: self.rng.random_range(0..12),
+                limit: [0, 1, 3, u32::MAX][weighted(self.rng, &[1, 3, 3, 6])],
+            },
+            3 => Action::Crash {
+                recovery: self.recovery_crash(),
+                bit_flip: self.rng.random_bool(self.flip_at_rest),
+            },
+            _ => Action::Reopen {
+                quota: match weighted(self.rng, &[5, 4, 1]) {
+                    0 => QuotaChange::Keep,
+                    1 => QuotaChange::Raise(self.rng.random_range(64..8192)),
+                    _ => QuotaChange::Remove,
+                },
+                recovery: self.recovery_crash(),
+            },
+        }
+    }
+
+    fn stream(&mut self) -> u32 {
+        weighted(self.rng, &self.popularity) as u32
+    }
+
+    fn submit(&mut self) -> Action {
+        let expected = match weighted(self.rng, &[40, 12, 28, 10, 10]) {
+            0 => ExpectedSpec::Right,
+            1 => {
+                let delta: i8 = self.rng.random_range(1..4);
+                ExpectedSpec::Wrong(if self.rng.random_bool(0.5) {
+                    delta
+                } else {
+                    -delta
+                })
+            }
+            2 => ExpectedSpec::Any,
+            3 => ExpectedSpec::NoStream,
+            _ => ExpectedSpec::StreamExists,
+        };
+        let count = [1, 2, 3, 5][weighted(self.rng, &[70, 15, 10, 5])];
+        let events = (0..count)
+            .map(|_| EventSpec {
+                event_type: self.rng.random_range(0..3),
+                len: self.event_len(),
+                fill: self.rng.random_range(1..=255),
+            })
+            .collect();
+        Action::Submit {
+            client: self.rng.random_range(0..self.clients),
+            stream: self.stream(),
+            expected,
+            events,
+        }
+    }
+
+    fn event_len(&mut self) -> u32 {
+        let segment = self.segment_bytes.min(1 << 16) as u32;
+        match weighted(
+            self.rng,
+            &[15, 50, 25, 8, if self.big_events { 4 } else { 0 }],
+        ) {
+            0 => 0,
+            1 => self.rng.random_range(1..32),
+            2 => self.rng.random_range(32..256),
+            3 => self.rng.random_range(256..2048),
+            // Beyond a whole segment.
+            _ => self.rng.random_range(segment..=segment * 2),
+        }
+    }
+
+    fn crash_spec(&mut self, failpoint_allowed: bool) -> CrashSpec {
+        if !self.rng.random_bool(self.mid_op_crash) {
+            return CrashSpec::None;
+        }
+        if failpoint_allowed && self.rng.random_bool(0.25) {
+            return CrashSpec::Failpoint;
+        }
+        CrashSpec::AfterOps(self.rng.random_range(1..=5))
+    }
+
+    fn recovery_crash(&mut self) -> CrashSpec {
+        if self.rng.random_bool(0.15) {
+            CrashSpec::AfterOps(self.rng.random_range(1..=4))
+        } else {
+            CrashSpec::None
+        }
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Action::Submit {
+                client,
+                stream,
+                expected,
+                events,
+            } => {
+                write!(
+                    f,
+                    "submit client {client} stream s{stream} expected {expected:?} events ["
+                )?;
+                for (i, event) in events.iter().enumerate() {
+                    let sep = if i == 0 { "" } else { ", " };
+                    write!(f, "{sep}{}:{}B", event.type_name(), event.len)?;
+                }
+                f.write_str("]")
+            }
+            Action::Commit { crash } => write!(f, "commit group{}", crash_suffix(*crash)),
+            Action::Read {
+                stream,
+                from,
+                limit,
+            } => write!(f, "read s{stream} from {from} limit {limit}"),
+            Action::Crash { recovery, bit_flip } => {
+                write!(
+                    f,
+                    "power loss{}{}",
+                    if *bit_flip {
+                        ", flip a bit at rest"
+                    } else {
+                        ""
+                    },
+                    recovery_suffix(*recovery)
+                )
+            }
+            Action::Reopen { quota, recovery } => write!(
+                f,
+                "restart process, quota {quota:?}{}",
+                recovery_suffix(*recovery)
+            ),
+        }
+    }
+}
+
+fn crash_suffix(crash: CrashSpec) -> String {
+    match crash {
+        CrashSpec::None => String::new(),
+        CrashSpec::AfterOps(n) => format!(", power loss during disk op {n}"),
+        CrashSpec::Failpoint => ", power loss at the failpoint after write".into(),
+    }
+}
+
+fn recovery_suffix(crash: CrashSpec) -> String {
+    match crash {
+        CrashSpec::AfterOps(n) => format!(", then power loss during recovery op {n}"),
+        _ => String::new(),
+    }
+}
