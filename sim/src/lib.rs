@@ -18,6 +18,7 @@
 //! Campaigns spread seeds over threads (`--jobs`) and machines (`--shard`)
 //! and aggregate in seed order.
 
+mod golden;
 mod model;
 pub mod plan;
 pub mod run;
@@ -35,9 +36,29 @@ pub use plan::{Plan, RunOptions, mix};
 pub use run::{Counters, CrashPoint, Recovery, SeedResult, Violation, run_plan};
 pub use shrink::{Shrunk, keep_ranges, parse_keep, shrink};
 
-/// Runs one seed.
+/// Runs one seed. A panic in the engine is a violation like any other.
 pub fn run_seed(seed: u64, options: &RunOptions) -> SeedResult {
-    run_plan(&Plan::draw(seed, options), None, false)
+    let plan = Plan::draw(seed, options);
+    match std::panic::catch_unwind(|| run_plan(&plan, None, false)) {
+        Ok(result) => result,
+        Err(panic) => SeedResult {
+            seed,
+            violation: Some(Violation {
+                step: 0,
+                message: format!("panic: {}", panic_message(&*panic)),
+            }),
+            ..SeedResult::default()
+        },
+    }
+}
+
+/// The message of a caught panic.
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|text| text.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".into())
 }
 
 /// The seeds of `range` that shard `index` of `count` takes: every
@@ -58,11 +79,14 @@ pub struct Summary {
     pub digest: u64,
     /// Failing seeds, in seed order.
     pub violations: Vec<(u64, Violation)>,
+    /// Seeds in which `--canary` planted its failure.
+    pub canaries: u64,
 }
 
 impl Summary {
     fn add(&mut self, result: &SeedResult) {
         self.seeds += 1;
+        self.canaries += u64::from(result.canary_planted);
         self.counters.add(&result.counters);
         for (kind, count) in &result.faults {
             *self.faults.entry(*kind).or_default() += count;
@@ -82,6 +106,9 @@ pub struct Progress {
     pub seeds_done: AtomicU64,
     pub cycles: AtomicU64,
     pub violations: AtomicU64,
+    /// Set to stop taking new seeds (`--fail-fast` sets it at the first
+    /// violation).
+    pub stop: std::sync::atomic::AtomicBool,
 }
 
 /// Runs `seeds` on `jobs` threads. Each seed runs alone on one thread, so
@@ -91,6 +118,7 @@ pub fn run_campaign(
     jobs: usize,
     options: &RunOptions,
     progress: &Progress,
+    fail_fast: bool,
 ) -> Summary {
     let next = AtomicUsize::new(0);
     let digests = Mutex::new(vec![0u64; seeds.len()]);
@@ -98,7 +126,7 @@ pub fn run_campaign(
     std::thread::scope(|scope| {
         for _ in 0..jobs.max(1) {
             scope.spawn(|| {
-                loop {
+                while !progress.stop.load(Ordering::Relaxed) {
                     let index = next.fetch_add(1, Ordering::Relaxed);
                     let Some(&seed) = seeds.get(index) else { break };
                     let result = run_seed(seed, options);
@@ -111,6 +139,7 @@ pub fn run_campaign(
                     summary.add(&result);
                     if let Some(violation) = result.violation {
                         progress.violations.fetch_add(1, Ordering::Relaxed);
+                        progress.stop.store(fail_fast, Ordering::Relaxed);
                         summary.violations.push((seed, violation));
                     }
                 }
@@ -207,6 +236,9 @@ impl fmt::Display for Summary {
                 )?;
             }
             writeln!(f)?;
+        }
+        if self.canaries > 0 {
+            writeln!(f, "canaries    {} planted", self.canaries)?;
         }
         writeln!(f, "violations  {}", self.violations.len())?;
         write!(f, "digest      {:016x}", self.digest)

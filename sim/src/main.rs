@@ -68,6 +68,10 @@ enum Command {
         /// Failing seeds to shrink and print in full (the rest are listed).
         #[arg(long, default_value_t = 3)]
         shrink: usize,
+        /// Stop at the first violation (which seeds ran then depends on
+        /// thread timing, so stdout is deterministic only without this).
+        #[arg(long)]
+        fail_fast: bool,
         #[command(flatten)]
         common: Common,
     },
@@ -139,8 +143,16 @@ fn main() -> ExitCode {
             jobs,
             shard,
             shrink: shrink_count,
+            fail_fast,
             common,
-        } => run(seeds, jobs, shard, shrink_count, &common.options()),
+        } => run(
+            seeds,
+            jobs,
+            shard,
+            shrink_count,
+            fail_fast,
+            &common.options(),
+        ),
         Command::Repro {
             seed,
             keep,
@@ -155,6 +167,7 @@ fn run(
     jobs: Option<usize>,
     shard: (u64, u64),
     shrink_count: usize,
+    fail_fast: bool,
     options: &RunOptions,
 ) -> ExitCode {
     let seeds: Vec<u64> = shard_seeds(range.clone(), shard.0, shard.1).collect();
@@ -170,7 +183,7 @@ fn run(
     );
     let started = Instant::now();
     let summary = std::thread::scope(|scope| {
-        let worker = scope.spawn(|| run_campaign(&seeds, jobs, options, &progress));
+        let worker = scope.spawn(|| run_campaign(&seeds, jobs, options, &progress, fail_fast));
         while !worker.is_finished() {
             std::thread::sleep(Duration::from_millis(200));
             let cycles = progress.cycles.load(Ordering::Relaxed);

@@ -20,6 +20,14 @@ struct Acked {
     record_bytes: u64,
 }
 
+/// One acknowledged append, as [`Model::records`] lists them.
+pub struct AppendView<'a> {
+    pub seq: u64,
+    pub stream: &'a str,
+    pub first_version: u64,
+    pub events: &'a [ModelEvent],
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct Model {
     streams: BTreeMap<String, Vec<ModelEvent>>,
@@ -85,6 +93,22 @@ impl Model {
             self.size -= acked.record_bytes;
             self.last_seq -= 1;
         }
+    }
+
+    /// Every acknowledged append, in seq order, with its events.
+    pub fn records(&self) -> impl Iterator<Item = AppendView<'_>> {
+        let mut cursors: BTreeMap<&str, usize> = BTreeMap::new();
+        self.appends.iter().map(move |acked| {
+            let cursor = cursors.entry(&acked.stream).or_default();
+            let events = &self.streams[&acked.stream][*cursor..*cursor + acked.events];
+            *cursor += acked.events;
+            AppendView {
+                seq: acked.seq,
+                stream: &acked.stream,
+                first_version: (*cursor - acked.events) as u64 + 1,
+                events,
+            }
+        })
     }
 
     /// The canary: changes one acknowledged byte, as a broken engine would.

@@ -23,6 +23,9 @@ pub const LOG_DIR: &str = "/sim/log";
 const CLOCK_BASE_NS: i64 = 1_700_000_000_123_456_789;
 const CLOCK_STEP_NS: i64 = 1_000_003;
 
+/// Logs up to this size have their bytes checked at every reopen.
+const LAYOUT_CHECK_BYTES_MAX: u64 = 64 << 10;
+
 /// How many times a reopen is retried when injected faults make it fail.
 const OPEN_ATTEMPTS_MAX: usize = 50;
 
@@ -146,6 +149,8 @@ pub struct SeedResult {
     pub violation: Option<Violation>,
     /// A person-readable trace, when asked for.
     pub trace: Vec<String>,
+    /// The canary planted its failure in this run.
+    pub canary_planted: bool,
 }
 
 /// Runs the actions of `plan` that `keep` selects (all if `None`), with a
@@ -196,6 +201,8 @@ struct World<'a> {
     max_bytes: u64,
     /// The run stopped early for a legitimate reason (corruption refused).
     ended: bool,
+    /// The last reopen of the run is under way.
+    final_reopen: bool,
     result: SeedResult,
     trace: Option<Vec<String>>,
 }
@@ -225,6 +232,7 @@ impl<'a> World<'a> {
             failpoint_armed: Arc::new(AtomicBool::new(false)),
             max_bytes: plan.max_bytes,
             ended: false,
+            final_reopen: false,
             result: SeedResult::default(),
             trace: trace.then(Vec::new),
         }
@@ -265,7 +273,12 @@ impl<'a> World<'a> {
             if keep.is_some_and(|keep| !keep.get(step).copied().unwrap_or(false)) {
                 continue;
             }
-            if self.plan.canary_step == Some(step) && self.model.plant_canary() {
+            // The canary waits for something acknowledged to disagree with.
+            if self.plan.canary_step.is_some_and(|canary| step >= canary)
+                && !self.result.canary_planted
+                && self.model.plant_canary()
+            {
+                self.result.canary_planted = true;
                 self.note("   canary: the model now disagrees with the log".into());
             }
             self.result.counters.cycles += 1;
@@ -282,6 +295,7 @@ impl<'a> World<'a> {
         let end = self.plan.actions.len();
         self.note(format!("{end:4}: final check, power loss, reopen"));
         self.full_check().map_err(at(end))?;
+        self.final_reopen = true;
         self.power_loss(CrashPoint::Idle, CrashSpec::None, false)
             .map_err(at(end))?;
         self.note_disk_ops();
@@ -716,6 +730,16 @@ impl<'a> World<'a> {
         }
         self.in_doubt.clear();
         self.check_log(log)?;
+        // The bytes themselves, encoded independently (cheap enough for
+        // small logs at every reopen; big ones are checked at the end).
+        if self.model.size() <= LAYOUT_CHECK_BYTES_MAX || self.final_reopen {
+            crate::golden::check_layout(
+                &self.vfs,
+                std::path::Path::new(LOG_DIR),
+                &self.model,
+                self.plan.segment_bytes,
+            )?;
+        }
         // The directory itself: a read-only scan must now find it clean.
         match recovery::verify(&self.vfs, std::path::Path::new(LOG_DIR)) {
             Ok(scan) if scan.tail == Tail::Clean && scan.last_seq == recovered => Ok(()),

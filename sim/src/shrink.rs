@@ -28,7 +28,9 @@ pub fn shrink(plan: &Plan, failing_step: usize) -> Shrunk {
     let mut runs = 0;
     let mut fails = |plan: &Plan, keep: &[bool]| {
         runs += 1;
-        runs <= RUNS_MAX && run_plan(plan, Some(keep), false).violation.is_some()
+        runs <= RUNS_MAX
+            && std::panic::catch_unwind(|| run_plan(plan, Some(keep), false))
+                .map_or(true, |result| result.violation.is_some())
     };
     let steps = plan.actions.len();
     let mut keep: Vec<bool> = (0..steps).map(|step| step <= failing_step).collect();
@@ -63,7 +65,17 @@ pub fn shrink(plan: &Plan, failing_step: usize) -> Shrunk {
             faults_removed.push(kind);
         }
     }
-    let result = run_plan(&plan, Some(&keep), true);
+    let result =
+        std::panic::catch_unwind(|| run_plan(&plan, Some(&keep), true)).unwrap_or_else(|panic| {
+            SeedResult {
+                seed: plan.seed,
+                violation: Some(crate::Violation {
+                    step: 0,
+                    message: format!("panic: {}", crate::panic_message(&*panic)),
+                }),
+                ..SeedResult::default()
+            }
+        });
     Shrunk {
         plan,
         keep,

@@ -1,0 +1,150 @@
+//! The simulator's own guarantees: determinism, the canary, and the replay
+//! of every seed that once found a bug.
+
+use std::process::Command;
+
+use durlog_sim::{Progress, RunOptions, mix, run_campaign, run_seed};
+
+fn sim() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_durlog-sim"))
+}
+
+/// The same seed gives the same run: same trace digest, same counts.
+#[test]
+fn a_seed_replays_exactly() {
+    let options = RunOptions::default();
+    for seed in 0..40 {
+        let (first, second) = (run_seed(seed, &options), run_seed(seed, &options));
+        assert_eq!(first.digest, second.digest, "seed {seed}");
+        assert_eq!(first.counters, second.counters, "seed {seed}");
+        assert_eq!(first.faults, second.faults, "seed {seed}");
+        assert!(
+            first.violation.is_none(),
+            "seed {seed}: {:?}",
+            first.violation
+        );
+    }
+    assert_ne!(run_seed(1, &options).digest, run_seed(2, &options).digest);
+}
+
+/// stdout depends only on the arguments, not on the number of threads.
+#[test]
+fn stdout_is_the_same_for_any_number_of_jobs() {
+    let run = |jobs: &str| {
+        let output = sim()
+            .args(["run", "--seeds", "100..160", "--jobs", jobs])
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stdout)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let one = run("1");
+    assert_eq!(one, run("2"));
+    assert_eq!(one, run("3"));
+    assert!(one.contains("violations  0"), "{one}");
+}
+
+/// Shards split a range with no overlap and no gap.
+#[test]
+fn shards_cover_the_range_once() {
+    let mut seen: Vec<u64> = (0..3)
+        .flat_map(|index| durlog_sim::shard_seeds(10..50, index, 3))
+        .collect();
+    seen.sort_unstable();
+    assert_eq!(seen, (10..50).collect::<Vec<_>>());
+}
+
+/// Every seed where `--canary` plants its failure is reported, and its
+/// printed repro command reproduces it.
+#[test]
+fn every_canary_is_caught_and_reproducible() {
+    let options = RunOptions {
+        canary: true,
+        ..RunOptions::default()
+    };
+    let seeds: Vec<u64> = (0..1500).collect();
+    let summary = run_campaign(&seeds, 2, &options, &Progress::default(), false);
+    let planted: Vec<u64> = seeds
+        .iter()
+        .copied()
+        .filter(|seed| mix(*seed) % 100 == 0 && run_seed(*seed, &options).canary_planted)
+        .collect();
+    assert!(
+        planted.len() >= 8,
+        "about 1% of seeds carry a canary: {planted:?}"
+    );
+    assert_eq!(summary.canaries, planted.len() as u64);
+    let failed: Vec<u64> = summary.violations.iter().map(|(seed, _)| *seed).collect();
+    assert_eq!(failed, planted, "exactly the canary seeds fail");
+    for seed in planted.iter().take(3) {
+        let output = sim()
+            .args([
+                "repro",
+                "--seed",
+                &seed.to_string(),
+                "--canary",
+                "--no-disk-ops",
+            ])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(output.status.code(), Some(1), "{stdout}");
+        assert!(
+            stdout.contains(&format!("VIOLATION seed {seed}")),
+            "{stdout}"
+        );
+    }
+    // And the campaign's own report names the command.
+    let output = sim()
+        .args([
+            "run",
+            "--seeds",
+            &format!("{}..{}", planted[0], planted[0] + 1),
+            "--canary",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stdout.contains(&format!(
+            "reproduce: durlog-sim repro --seed {} --canary",
+            planted[0]
+        )),
+        "{stdout}"
+    );
+    assert!(stdout.contains("shrunk to"), "{stdout}");
+}
+
+/// corpus/sim-seeds.txt: seeds that once found a bug, replayed forever.
+/// Each line is `SEED [durlog-sim options]  # what it found`.
+#[test]
+fn regression_seeds_pass() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../corpus/sim-seeds.txt");
+    let text = std::fs::read_to_string(path).expect("corpus/sim-seeds.txt");
+    let mut replayed = 0;
+    for line in text.lines() {
+        let entry = line.split('#').next().unwrap().trim();
+        if entry.is_empty() {
+            continue;
+        }
+        let mut words = entry.split_whitespace();
+        let seed = words.next().unwrap();
+        let output = sim()
+            .args(["repro", "--seed", seed, "--no-disk-ops"])
+            .args(words)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "regression seed {line:?} fails again:\n{stdout}"
+        );
+        replayed += 1;
+    }
+    assert!(replayed > 0, "the corpus lists at least one seed");
+}
