@@ -7,9 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
-use durlog::format::batch_encoded_len;
 use durlog::recovery::{self, Tail};
-use durlog::{Error, Event, Expected, HEADER_SIZE, Log, Options, Ticket};
+use durlog::{Error, Event, Expected, Log, Options, Ticket};
 use durlog_vfs::{Damage, FaultKind, SimVfs, Vfs};
 
 use crate::model::{Model, ModelEvent};
@@ -369,7 +368,7 @@ impl<'a> World<'a> {
         match self.log().submit(stream, expected, &events) {
             Ok(ticket) => {
                 let at = CLOCK_BASE_NS + CLOCK_STEP_NS * self.clock.load(Ordering::SeqCst);
-                let record_bytes = HEADER_SIZE as u64 + batch_encoded_len(stream, &events);
+                let record_bytes = record_bytes(stream, &events);
                 let events = events
                     .into_iter()
                     .map(|event| ModelEvent {
@@ -460,7 +459,7 @@ impl<'a> World<'a> {
         let stream = &sub.stream;
         let current = self.model.version(stream);
         let size = self.model.size();
-        let matches = sub.expected.matches(current);
+        let matches = expected_matches(sub.expected, current);
         match outcome {
             Ok(version) => {
                 if !matches {
@@ -861,6 +860,27 @@ fn check_event(stream: &str, event: &Event, model: &ModelEvent, version: u64) ->
         ));
     }
     Ok(())
+}
+
+/// Bytes of the record for one append, by FORMAT.md (not the engine's code).
+fn record_bytes(stream: &str, events: &[Event]) -> u64 {
+    let batch: usize = events
+        .iter()
+        .map(|event| 2 + event.event_type.len() + 8 + 4 + event.data.len())
+        .sum();
+    (16 + 2 + stream.len() + 8 + 4 + batch) as u64
+}
+
+/// The oracle's own reading of `Expected` (SPEC section 4), written apart
+/// from the engine's so that a wrong check in the engine cannot agree with
+/// itself.
+fn expected_matches(expected: Expected, current: u64) -> bool {
+    match expected {
+        Expected::Any => true,
+        Expected::NoStream | Expected::Exact(0) => current == 0,
+        Expected::StreamExists => current > 0,
+        Expected::Exact(version) => version == current,
+    }
 }
 
 fn describe(outcome: &Result<u64, Error>) -> String {
