@@ -17,8 +17,13 @@ use std::io;
 use std::path::Path;
 
 mod posix;
+mod sim;
 
 pub use posix::PosixVfs;
+pub use sim::{
+    Damage, FILE_BYTES_MAX, FaultConfig, FaultKind, PAGE_BYTES, ParseFaultError, SECTOR_BYTES,
+    SimVfs, TraceEvent, TraceKind, injected_fault,
+};
 
 /// How [`Vfs::open`] opens a file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -1,0 +1,1005 @@
+//! The state of one simulated disk behind `SimVfs`'s lock: the directory
+//! tree, the files, power, the fault RNG, the counters and the trace. Every
+//! operation of the `Vfs` and `VfsFile` traits is one method here, which
+//! checks power and handle, counts the operation, injects faults and traces.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use rand::{Rng, RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::fault::{Damage, FaultConfig, FaultKind, injected};
+use super::file::{FILE_BYTES_MAX, FileData, FileNode, PAGE_BYTES, SECTOR_BYTES, chance};
+use super::trace::{Trace, TraceEvent, TraceKind, path_hash};
+use crate::{DirEntry, OpenMode};
+
+/// A directory entry: a file, or a subdirectory (whose content lives in
+/// `Disk::dirs` under its full path).
+#[derive(Clone, Debug)]
+enum Node {
+    File(Arc<FileNode>),
+    Dir,
+}
+
+impl Node {
+    fn same(a: Option<&Node>, b: Option<&Node>) -> bool {
+        match (a, b) {
+            (None, None) | (Some(Node::Dir), Some(Node::Dir)) => true,
+            (Some(Node::File(a)), Some(Node::File(b))) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+/// One directory: what listings see, what is on the platter, and the names
+/// where the two may differ.
+#[derive(Debug, Default)]
+struct Dir {
+    entries: BTreeMap<OsString, Node>,
+    durable: BTreeMap<OsString, Node>,
+    pending: BTreeSet<OsString>,
+}
+
+impl Dir {
+    /// Makes every pending create and remove durable (a directory fsync).
+    fn sync(&mut self) {
+        for name in std::mem::take(&mut self.pending) {
+            match self.entries.get(&name) {
+                Some(node) => self.durable.insert(name, node.clone()),
+                None => self.durable.remove(&name),
+            };
+        }
+    }
+}
+
+/// Lexical normalisation: drops `.` components (so `./a/b` and `a/./b` are
+/// `a/b`) and nothing else; `..` stays a literal name.
+pub(crate) fn normalize(path: &Path) -> PathBuf {
+    path.components()
+        .filter(|component| !matches!(component, Component::CurDir))
+        .collect()
+}
+
+fn split<'p>(path: &'p Path, what: &str) -> io::Result<(&'p Path, &'p OsStr)> {
+    match (path.parent(), path.file_name()) {
+        (Some(parent), Some(name)) => Ok((parent, name)),
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{what} {}: the path names no file", path.display()),
+        )),
+    }
+}
+
+fn error(kind: io::ErrorKind, what: &str, path: &Path, detail: &str) -> io::Error {
+    io::Error::new(kind, format!("{what} {}: {detail}", path.display()))
+}
+
+fn not_found(what: &str, path: &Path) -> io::Error {
+    error(
+        io::ErrorKind::NotFound,
+        what,
+        path,
+        "no such file or directory",
+    )
+}
+
+fn eio(what: &str, path: &Path, fault: FaultKind, detail: &str) -> io::Error {
+    injected(
+        io::ErrorKind::Other,
+        fault,
+        format!(
+            "{what} {}: input/output error (os error 5): {detail}",
+            path.display()
+        ),
+    )
+}
+
+fn crash_error(what: &str, path: &Path) -> io::Error {
+    injected(
+        io::ErrorKind::Other,
+        FaultKind::Crash,
+        format!(
+            "{what} {}: power lost during the call (crash_after_ops)",
+            path.display()
+        ),
+    )
+}
+
+/// A file operation's view of the handle it came through.
+pub(crate) struct Handle<'h> {
+    pub(crate) node: &'h Arc<FileNode>,
+    pub(crate) generation: u64,
+    pub(crate) writable: bool,
+}
+
+#[derive(Debug)]
+pub(crate) struct Disk {
+    rng: ChaCha8Rng,
+    faults: FaultConfig,
+    weights: [f64; FaultKind::COUNT],
+    dirs: BTreeMap<PathBuf, Dir>,
+    /// Files a crash may change (dirty or dropped pages, unsynced size), by
+    /// creation order. A crash visits only these.
+    dirty_files: BTreeMap<u64, Arc<FileNode>>,
+    /// Directories with pending creates or removes.
+    dirty_dirs: BTreeSet<PathBuf>,
+    next_file_id: u64,
+    /// Bumped at every power loss; a handle opened under another generation
+    /// is dead.
+    generation: u64,
+    halted: bool,
+    op_count: u64,
+    crash_at_op: Option<u64>,
+    misdirected_done: bool,
+    damage: Vec<Damage>,
+    fault_counts: BTreeMap<FaultKind, u64>,
+    trace: Trace,
+    /// The path of events that have none (crash, reboot).
+    no_path: Arc<Path>,
+}
+
+impl Disk {
+    pub(crate) fn new(seed: u64, faults: FaultConfig) -> Disk {
+        let mut dirs = BTreeMap::new();
+        // The two roots: absolute paths hang off "/", relative ones off "".
+        dirs.insert(PathBuf::from("/"), Dir::default());
+        dirs.insert(PathBuf::new(), Dir::default());
+        Disk {
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            weights: faults.weight_table(),
+            faults,
+            dirs,
+            dirty_files: BTreeMap::new(),
+            dirty_dirs: BTreeSet::new(),
+            next_file_id: 0,
+            generation: 0,
+            halted: false,
+            op_count: 0,
+            crash_at_op: None,
+            misdirected_done: false,
+            damage: Vec::new(),
+            fault_counts: BTreeMap::new(),
+            trace: Trace::new(),
+            no_path: Arc::from(Path::new("")),
+        }
+    }
+
+    // ----- power, counting, faults, tracing -----
+
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    pub(crate) fn is_halted(&self) -> bool {
+        self.halted
+    }
+
+    pub(crate) fn op_count(&self) -> u64 {
+        self.op_count
+    }
+
+    pub(crate) fn crash_after_ops(&mut self, n: u64) {
+        self.crash_at_op = (n > 0).then(|| self.op_count + n);
+    }
+
+    pub(crate) fn faults(&self) -> FaultConfig {
+        self.faults.clone()
+    }
+
+    pub(crate) fn set_faults(&mut self, faults: FaultConfig) {
+        self.weights = faults.weight_table();
+        self.faults = faults;
+    }
+
+    /// Counts one mutating or syncing operation; true if the armed crash
+    /// fires during it.
+    fn begin_counted(&mut self) -> bool {
+        self.op_count += 1;
+        if self.crash_at_op == Some(self.op_count) {
+            self.crash_at_op = None;
+            return true;
+        }
+        false
+    }
+
+    /// Draws whether `kind` fires now. Draws nothing when it is off, so a
+    /// fault-free run never touches the RNG.
+    fn fires(&mut self, kind: FaultKind) -> bool {
+        let weight = self.weights[kind.index()];
+        weight > 0.0 && chance(&mut self.rng, weight)
+    }
+
+    fn below(&mut self, bound: u64) -> u64 {
+        self.rng.random_range(0..bound)
+    }
+
+    fn coin(&mut self) -> bool {
+        self.rng.next_u64() & 1 == 1
+    }
+
+    fn count_fault(&mut self, kind: FaultKind) {
+        *self.fault_counts.entry(kind).or_insert(0) += 1;
+    }
+
+    fn record(
+        &mut self,
+        kind: TraceKind,
+        path: &Arc<Path>,
+        hash: u64,
+        offset: u64,
+        len: u64,
+        ok: bool,
+    ) {
+        self.trace.record(kind, path, hash, offset, len, ok);
+    }
+
+    /// Traces an event on a path that has no precomputed hash.
+    fn record_path(&mut self, kind: TraceKind, path: &Path, offset: u64, len: u64, ok: bool) {
+        let hash = path_hash(path);
+        let path: Arc<Path> = if self.trace.recording {
+            Arc::from(path)
+        } else {
+            Arc::clone(&self.no_path)
+        };
+        self.trace.record(kind, &path, hash, offset, len, ok);
+    }
+
+    fn record_file(
+        &mut self,
+        kind: TraceKind,
+        node: &Arc<FileNode>,
+        offset: u64,
+        len: u64,
+        ok: bool,
+    ) {
+        self.trace
+            .record(kind, &node.path, node.path_hash, offset, len, ok);
+    }
+
+    fn fault_on_file(&mut self, fault: FaultKind, node: &Arc<FileNode>, offset: u64, len: u64) {
+        self.count_fault(fault);
+        self.record_file(TraceKind::Fault(fault), node, offset, len, true);
+    }
+
+    fn check_up(&mut self, kind: TraceKind, what: &str, path: &Path) -> io::Result<()> {
+        if self.halted {
+            self.record_path(kind, path, 0, 0, false);
+            return Err(injected(
+                io::ErrorKind::Other,
+                FaultKind::Crash,
+                format!(
+                    "{what} {}: the disk is down (halted, not rebooted)",
+                    path.display()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The error for an operation through `handle` if the disk is down or
+    /// the handle died in a crash.
+    fn handle_error(&self, what: &str, handle: &Handle<'_>) -> Option<io::Error> {
+        let detail = if self.halted {
+            "the disk is down (halted, not rebooted)"
+        } else if handle.generation != self.generation {
+            "the handle died in a crash; open the file again"
+        } else {
+            return None;
+        };
+        Some(injected(
+            io::ErrorKind::Other,
+            FaultKind::Crash,
+            format!("{what} {}: {detail}", handle.node.path.display()),
+        ))
+    }
+
+    /// Fails (and traces the failed call with its `offset` and `len`) if
+    /// the disk is down or the handle dead.
+    fn check_handle(
+        &mut self,
+        call: (TraceKind, &str),
+        handle: &Handle<'_>,
+        offset: u64,
+        len: u64,
+    ) -> io::Result<()> {
+        let (kind, what) = call;
+        match self.handle_error(what, handle) {
+            None => Ok(()),
+            Some(error) => {
+                self.record_file(kind, handle.node, offset, len, false);
+                Err(error)
+            }
+        }
+    }
+
+    fn note_dirty_file(&mut self, node: &Arc<FileNode>, data: &mut FileData) {
+        if !data.in_dirty_files {
+            data.in_dirty_files = true;
+            self.dirty_files.insert(node.id, Arc::clone(node));
+        }
+    }
+
+    /// Power is lost: resolves the page cache per the fault model, kills
+    /// every handle, and leaves the disk down.
+    pub(crate) fn power_loss(&mut self) {
+        if self.halted {
+            return;
+        }
+        self.halted = true;
+        self.generation += 1;
+        self.count_fault(FaultKind::Crash);
+        let no_path = Arc::clone(&self.no_path);
+        self.record(TraceKind::Crash, &no_path, 0, 0, 0, true);
+        self.resolve_dirs();
+        self.resolve_files();
+    }
+
+    fn resolve_dirs(&mut self) {
+        let weight = self.weights[FaultKind::LostDirEntry.index()];
+        for dir_path in std::mem::take(&mut self.dirty_dirs) {
+            let mut dir = self.dirs.remove(&dir_path).expect("dirty dir exists");
+            for name in std::mem::take(&mut dir.pending) {
+                let current = dir.entries.get(&name).cloned();
+                if Node::same(current.as_ref(), dir.durable.get(&name)) {
+                    continue;
+                }
+                if weight > 0.0 && chance(&mut self.rng, weight) {
+                    self.count_fault(FaultKind::LostDirEntry);
+                    let created = u64::from(current.is_some());
+                    self.record_path(
+                        TraceKind::Fault(FaultKind::LostDirEntry),
+                        &dir_path.join(&name),
+                        0,
+                        created,
+                        true,
+                    );
+                    match current {
+                        Some(node) => dir.durable.insert(name, node),
+                        None => dir.durable.remove(&name),
+                    };
+                } else {
+                    match dir.durable.get(&name) {
+                        Some(node) => dir.entries.insert(name, node.clone()),
+                        None => dir.entries.remove(&name),
+                    };
+                }
+            }
+            self.dirs.insert(dir_path, dir);
+        }
+    }
+
+    fn resolve_files(&mut self) {
+        let page_weight = self.weights[FaultKind::LostUnsyncedPages.index()];
+        let size_weight = self.weights[FaultKind::UnsyncedSizeChange.index()];
+        let mut outcomes = Vec::new();
+        for node in std::mem::take(&mut self.dirty_files).into_values() {
+            let mut data = node.lock();
+            data.resolve_crash(&mut self.rng, page_weight, size_weight, &mut outcomes);
+            data.in_dirty_files = false;
+            drop(data);
+            for outcome in outcomes.drain(..) {
+                self.fault_on_file(outcome.fault, &node, outcome.offset, outcome.len);
+            }
+        }
+    }
+
+    pub(crate) fn reboot(&mut self) {
+        if self.halted {
+            self.halted = false;
+            let no_path = Arc::clone(&self.no_path);
+            self.record(TraceKind::Reboot, &no_path, 0, 0, 0, true);
+        }
+    }
+
+    // ----- directory operations -----
+
+    fn lookup(&self, path: &Path) -> Option<&Node> {
+        let (parent, name) = split(path, "").ok()?;
+        self.dirs.get(parent)?.entries.get(name)
+    }
+
+    pub(crate) fn open(&mut self, path: &Path, mode: OpenMode) -> io::Result<Arc<FileNode>> {
+        let path = normalize(path);
+        let kind = match mode {
+            OpenMode::CreateNew => TraceKind::Create,
+            OpenMode::ReadOnly | OpenMode::ReadWrite => TraceKind::Open,
+        };
+        self.check_up(kind, "open", &path)?;
+        let crash_now = mode == OpenMode::CreateNew && self.begin_counted();
+        let result = match mode {
+            OpenMode::CreateNew => self.create_file(&path),
+            OpenMode::ReadOnly | OpenMode::ReadWrite => self.existing_file(&path),
+        };
+        if crash_now {
+            // The create may have reached the directory cache: the crash
+            // decides its fate like any other unsynced create.
+            self.record_path(kind, &path, 0, 0, false);
+            self.power_loss();
+            return Err(crash_error("create", &path));
+        }
+        self.record_path(kind, &path, 0, 0, result.is_ok());
+        result
+    }
+
+    fn create_file(&mut self, path: &Path) -> io::Result<Arc<FileNode>> {
+        let (parent, name) = split(path, "create")?;
+        let Some(dir) = self.dirs.get_mut(parent) else {
+            return Err(error(
+                io::ErrorKind::NotFound,
+                "create",
+                path,
+                "the parent directory does not exist",
+            ));
+        };
+        if dir.entries.contains_key(name) {
+            return Err(error(
+                io::ErrorKind::AlreadyExists,
+                "create",
+                path,
+                "the path already exists",
+            ));
+        }
+        let shared_path: Arc<Path> = Arc::from(path);
+        let node = Arc::new(FileNode::new(
+            self.next_file_id,
+            shared_path,
+            path_hash(path),
+            FileData::default(),
+        ));
+        self.next_file_id += 1;
+        dir.entries
+            .insert(name.to_owned(), Node::File(Arc::clone(&node)));
+        dir.pending.insert(name.to_owned());
+        self.dirty_dirs.insert(parent.to_path_buf());
+        Ok(node)
+    }
+
+    fn existing_file(&self, path: &Path) -> io::Result<Arc<FileNode>> {
+        match self.lookup(path) {
+            Some(Node::File(node)) => Ok(Arc::clone(node)),
+            Some(Node::Dir) => Err(error(
+                io::ErrorKind::IsADirectory,
+                "open",
+                path,
+                "is a directory",
+            )),
+            None => Err(not_found("open", path)),
+        }
+    }
+
+    pub(crate) fn list_dir(&mut self, dir: &Path) -> io::Result<Vec<DirEntry>> {
+        let dir = normalize(dir);
+        self.check_up(TraceKind::ListDir, "list", &dir)?;
+        let result = match self.dirs.get(&dir) {
+            Some(node) => {
+                let mut entries: Vec<DirEntry> = node
+                    .entries
+                    .iter()
+                    .map(|(name, node)| DirEntry {
+                        name: name.to_string_lossy().into_owned(),
+                        is_dir: matches!(node, Node::Dir),
+                    })
+                    .collect();
+                entries.sort();
+                Ok(entries)
+            }
+            None => Err(self.not_a_dir("list", &dir)),
+        };
+        let count = result.as_ref().map_or(0, |entries| entries.len() as u64);
+        self.record_path(TraceKind::ListDir, &dir, 0, count, result.is_ok());
+        result
+    }
+
+    fn not_a_dir(&self, what: &str, path: &Path) -> io::Error {
+        match self.lookup(path) {
+            Some(_) => error(io::ErrorKind::NotADirectory, what, path, "not a directory"),
+            None => not_found(what, path),
+        }
+    }
+
+    pub(crate) fn create_dir_all(&mut self, dir: &Path) -> io::Result<()> {
+        let dir = normalize(dir);
+        self.check_up(TraceKind::CreateDir, "create directory", &dir)?;
+        if self.begin_counted() {
+            self.record_path(TraceKind::CreateDir, &dir, 0, 0, false);
+            self.power_loss();
+            return Err(crash_error("create directory", &dir));
+        }
+        let result = self.create_dirs(&dir);
+        self.record_path(TraceKind::CreateDir, &dir, 0, 0, result.is_ok());
+        result
+    }
+
+    /// Creates `dir` and its missing ancestors, each made durable at once
+    /// together with everything else pending in its parent (PosixVfs syncs
+    /// the parent after each level, which does exactly that).
+    fn create_dirs(&mut self, dir: &Path) -> io::Result<()> {
+        if self.dirs.contains_key(dir) {
+            return Ok(());
+        }
+        let (parent, name) = split(dir, "create directory")?;
+        self.create_dirs(parent)?;
+        let parent_dir = self.dirs.get_mut(parent).expect("parent was just created");
+        if parent_dir.entries.contains_key(name) {
+            return Err(error(
+                io::ErrorKind::AlreadyExists,
+                "create directory",
+                dir,
+                "a file exists at this path",
+            ));
+        }
+        parent_dir.entries.insert(name.to_owned(), Node::Dir);
+        parent_dir.pending.insert(name.to_owned());
+        parent_dir.sync();
+        self.dirty_dirs.remove(parent);
+        self.dirs.insert(dir.to_path_buf(), Dir::default());
+        Ok(())
+    }
+
+    pub(crate) fn sync_dir(&mut self, dir: &Path) -> io::Result<()> {
+        let dir = normalize(dir);
+        self.check_up(TraceKind::SyncDir, "sync directory", &dir)?;
+        if self.begin_counted() {
+            self.record_path(TraceKind::SyncDir, &dir, 0, 0, false);
+            self.power_loss();
+            return Err(crash_error("sync directory", &dir));
+        }
+        if !self.dirs.contains_key(&dir) {
+            let error = self.not_a_dir("sync directory", &dir);
+            self.record_path(TraceKind::SyncDir, &dir, 0, 0, false);
+            return Err(error);
+        }
+        if self.fires(FaultKind::FailedFsync) {
+            // Nothing of the directory reaches the platter; entries stay
+            // pending, so a later successful sync_dir makes them durable.
+            self.count_fault(FaultKind::FailedFsync);
+            self.record_path(TraceKind::Fault(FaultKind::FailedFsync), &dir, 0, 0, true);
+            self.record_path(TraceKind::SyncDir, &dir, 0, 0, false);
+            return Err(eio(
+                "sync directory",
+                &dir,
+                FaultKind::FailedFsync,
+                "fsync failed",
+            ));
+        }
+        self.dirs.get_mut(&dir).expect("checked above").sync();
+        self.dirty_dirs.remove(&dir);
+        self.record_path(TraceKind::SyncDir, &dir, 0, 0, true);
+        Ok(())
+    }
+
+    pub(crate) fn remove_file(&mut self, path: &Path) -> io::Result<()> {
+        let path = normalize(path);
+        self.check_up(TraceKind::Remove, "remove", &path)?;
+        let crash_now = self.begin_counted();
+        let result = self.unlink(&path);
+        if crash_now {
+            self.record_path(TraceKind::Remove, &path, 0, 0, false);
+            self.power_loss();
+            return Err(crash_error("remove", &path));
+        }
+        self.record_path(TraceKind::Remove, &path, 0, 0, result.is_ok());
+        result
+    }
+
+    fn unlink(&mut self, path: &Path) -> io::Result<()> {
+        match self.lookup(path) {
+            Some(Node::File(_)) => {}
+            Some(Node::Dir) => {
+                return Err(error(
+                    io::ErrorKind::IsADirectory,
+                    "remove",
+                    path,
+                    "is a directory",
+                ));
+            }
+            None => return Err(not_found("remove", path)),
+        }
+        let (parent, name) = split(path, "remove")?;
+        let dir = self.dirs.get_mut(parent).expect("lookup found the parent");
+        dir.entries.remove(name);
+        dir.pending.insert(name.to_owned());
+        self.dirty_dirs.insert(parent.to_path_buf());
+        Ok(())
+    }
+
+    // ----- file operations -----
+
+    pub(crate) fn read(
+        &mut self,
+        handle: &Handle<'_>,
+        buf: &mut [u8],
+        offset: u64,
+    ) -> io::Result<usize> {
+        self.check_handle((TraceKind::Read, "read"), handle, offset, buf.len() as u64)?;
+        let count = handle.node.lock().read(buf, offset);
+        if count > 0 && self.fires(FaultKind::BitFlipOnRead) {
+            let bit = self.below(count as u64 * 8);
+            buf[(bit / 8) as usize] ^= 1 << (bit % 8);
+            self.fault_on_file(FaultKind::BitFlipOnRead, handle.node, offset + bit / 8, 1);
+        }
+        self.record_file(TraceKind::Read, handle.node, offset, count as u64, true);
+        Ok(count)
+    }
+
+    /// Not traced: asking the size is no event of its own.
+    pub(crate) fn len(&self, handle: &Handle<'_>) -> io::Result<u64> {
+        match self.handle_error("len", handle) {
+            None => Ok(handle.node.lock().len()),
+            Some(error) => Err(error),
+        }
+    }
+
+    /// Checks what every mutating file operation checks, after counting it:
+    /// the handle may write, and the new end stays within the size limit.
+    fn check_mutation(&self, what: &str, handle: &Handle<'_>, end: Option<u64>) -> io::Result<()> {
+        let path = &handle.node.path;
+        if !handle.writable {
+            return Err(error(
+                io::ErrorKind::PermissionDenied,
+                what,
+                path,
+                "the file was opened read-only",
+            ));
+        }
+        match end {
+            Some(end) if end <= FILE_BYTES_MAX => Ok(()),
+            _ => Err(error(
+                io::ErrorKind::FileTooLarge,
+                what,
+                path,
+                &format!("the file would pass the simulator's limit of {FILE_BYTES_MAX} bytes"),
+            )),
+        }
+    }
+
+    pub(crate) fn write(&mut self, handle: &Handle<'_>, buf: &[u8], offset: u64) -> io::Result<()> {
+        let len = buf.len() as u64;
+        self.check_handle((TraceKind::Write, "write"), handle, offset, len)?;
+        let crash_now = self.begin_counted();
+        let checked = self.check_mutation("write", handle, offset.checked_add(len));
+        if crash_now {
+            if checked.is_ok() {
+                self.tear_write(handle.node, buf, offset);
+            }
+            self.record_file(TraceKind::Write, handle.node, offset, len, false);
+            self.power_loss();
+            return Err(crash_error("write", &handle.node.path));
+        }
+        if let Err(error) = checked {
+            self.record_file(TraceKind::Write, handle.node, offset, len, false);
+            return Err(error);
+        }
+        if let Some(error) = self.failed_write(handle.node, buf, offset) {
+            self.record_file(TraceKind::Write, handle.node, offset, len, false);
+            return Err(error);
+        }
+        if len > 0 && !self.misdirected_done && self.fires(FaultKind::MisdirectedWrite) {
+            self.misdirect(handle.node, buf, offset);
+        } else if len > 0 {
+            let mut data = handle.node.lock();
+            data.write(buf, offset);
+            self.note_dirty_file(handle.node, &mut data);
+        }
+        self.record_file(TraceKind::Write, handle.node, offset, len, true);
+        Ok(())
+    }
+
+    /// ENOSPC or a short write, if either fires: writes a prefix and returns
+    /// the error.
+    fn failed_write(&mut self, node: &Arc<FileNode>, buf: &[u8], offset: u64) -> Option<io::Error> {
+        let len = buf.len() as u64;
+        let (fault, prefix, error) = if self.fires(FaultKind::NoSpace) {
+            let prefix = if len == 0 || self.coin() {
+                0
+            } else {
+                self.below(len)
+            };
+            let error = injected(
+                io::ErrorKind::StorageFull,
+                FaultKind::NoSpace,
+                format!(
+                    "write {} at offset {offset}: no space left on device (os error 28) after {prefix} of {len} bytes",
+                    node.path.display()
+                ),
+            );
+            (FaultKind::NoSpace, prefix, error)
+        } else if len > 0 && self.fires(FaultKind::ShortWrite) {
+            let prefix = self.below(len);
+            let detail = format!("short write: {prefix} of {len} bytes at offset {offset}");
+            let error = eio("write", &node.path, FaultKind::ShortWrite, &detail);
+            (FaultKind::ShortWrite, prefix, error)
+        } else {
+            return None;
+        };
+        let mut data = node.lock();
+        if prefix > 0 {
+            data.write(&buf[..prefix as usize], offset);
+            self.note_dirty_file(node, &mut data);
+        }
+        drop(data);
+        self.fault_on_file(fault, node, offset, prefix);
+        Some(error)
+    }
+
+    /// The crash fires during this write: with TornWrite, a prefix (cut at
+    /// a sector boundary or any byte, maybe followed by a garbage sector
+    /// tail) reaches the cache; otherwise nothing does.
+    fn tear_write(&mut self, node: &Arc<FileNode>, buf: &[u8], offset: u64) {
+        let len = buf.len() as u64;
+        if len == 0 || !self.fires(FaultKind::TornWrite) {
+            return;
+        }
+        let end = offset + len;
+        let cut = if self.coin() {
+            // Candidates: the start, every sector boundary inside, the end.
+            let first_boundary = (offset / SECTOR_BYTES + 1) * SECTOR_BYTES;
+            let inner = if first_boundary < end {
+                (end - 1 - first_boundary) / SECTOR_BYTES + 1
+            } else {
+                0
+            };
+            match self.below(inner + 2) {
+                0 => offset,
+                choice if choice == inner + 1 => end,
+                choice => first_boundary + (choice - 1) * SECTOR_BYTES,
+            }
+        } else {
+            offset + self.below(len + 1)
+        };
+        let prefix = cut - offset;
+        let mut torn = buf[..prefix as usize].to_vec();
+        if prefix < len && self.coin() {
+            // The sector being written when power went holds garbage.
+            let sector_end = ((cut / SECTOR_BYTES + 1) * SECTOR_BYTES).min(end);
+            let mut garbage = vec![0u8; (sector_end - cut) as usize];
+            self.rng.fill_bytes(&mut garbage);
+            torn.extend_from_slice(&garbage);
+        }
+        let mut data = node.lock();
+        data.write(&torn, offset);
+        if !torn.is_empty() {
+            self.note_dirty_file(node, &mut data);
+        }
+        drop(data);
+        self.fault_on_file(FaultKind::TornWrite, node, offset, torn.len() as u64);
+    }
+
+    /// The whole write lands at another sector-aligned offset inside the
+    /// file's new size; the size grows as if it had landed right.
+    fn misdirect(&mut self, node: &Arc<FileNode>, buf: &[u8], offset: u64) {
+        let len = buf.len() as u64;
+        let mut data = node.lock();
+        let size = data.len().max(offset + len);
+        let slots = (size - len) / SECTOR_BYTES + 1;
+        let mut landing = self.below(slots) * SECTOR_BYTES;
+        if landing == offset {
+            landing = if slots > 1 {
+                (landing / SECTOR_BYTES + 1) % slots * SECTOR_BYTES
+            } else {
+                // Nowhere else to go: the write lands where it should.
+                data.write(buf, offset);
+                self.note_dirty_file(node, &mut data);
+                return;
+            };
+        }
+        data.set_len(size);
+        data.write(buf, landing);
+        self.note_dirty_file(node, &mut data);
+        drop(data);
+        self.misdirected_done = true;
+        self.damage.push(Damage {
+            path: node.path.to_path_buf(),
+            offset: landing,
+            len,
+            intended_offset: Some(offset),
+            bit: None,
+            kind: FaultKind::MisdirectedWrite,
+        });
+        self.fault_on_file(FaultKind::MisdirectedWrite, node, landing, len);
+    }
+
+    pub(crate) fn set_len(&mut self, handle: &Handle<'_>, len: u64) -> io::Result<()> {
+        self.check_handle((TraceKind::SetLen, "set_len"), handle, 0, len)?;
+        let crash_now = self.begin_counted();
+        let checked = self.check_mutation("set_len", handle, Some(len));
+        if checked.is_ok() {
+            // Applied even when the crash fires now: the size change is in
+            // the cache and the crash decides whether it survives.
+            let mut data = handle.node.lock();
+            if data.len() != len {
+                data.set_len(len);
+                self.note_dirty_file(handle.node, &mut data);
+            }
+        }
+        if crash_now {
+            self.record_file(TraceKind::SetLen, handle.node, 0, len, false);
+            self.power_loss();
+            return Err(crash_error("set_len", &handle.node.path));
+        }
+        self.record_file(TraceKind::SetLen, handle.node, 0, len, checked.is_ok());
+        checked
+    }
+
+    pub(crate) fn sync(&mut self, handle: &Handle<'_>, kind: TraceKind) -> io::Result<()> {
+        let what = kind.name();
+        self.check_handle((kind, what), handle, 0, 0)?;
+        if self.begin_counted() {
+            self.record_file(kind, handle.node, 0, 0, false);
+            self.power_loss();
+            return Err(crash_error(what, &handle.node.path));
+        }
+        if self.fires(FaultKind::FailedFsync) {
+            let dropped = if self.coin() {
+                handle.node.lock().drop_dirty_pages() as u64
+            } else {
+                0
+            };
+            self.fault_on_file(FaultKind::FailedFsync, handle.node, 0, dropped * PAGE_BYTES);
+            self.record_file(kind, handle.node, 0, 0, false);
+            let detail = format!("fsync failed, {dropped} dirty pages dropped unwritten");
+            return Err(eio(
+                what,
+                &handle.node.path,
+                FaultKind::FailedFsync,
+                &detail,
+            ));
+        }
+        let mut data = handle.node.lock();
+        data.sync();
+        if data.in_dirty_files && data.is_clean() {
+            data.in_dirty_files = false;
+            self.dirty_files.remove(&handle.node.id);
+        }
+        drop(data);
+        self.record_file(kind, handle.node, 0, 0, true);
+        Ok(())
+    }
+
+    // ----- faults at rest, inspection and setup (not counted) -----
+
+    fn visible_file(&self, path: &Path) -> Option<&Arc<FileNode>> {
+        match self.lookup(&normalize(path)) {
+            Some(Node::File(node)) => Some(node),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn flip_bit_at_rest(&mut self, path: &Path, bit: u64) -> io::Result<Damage> {
+        let normal = normalize(path);
+        let Some(node) = self.visible_file(&normal).cloned() else {
+            return Err(not_found("flip bit in", &normal));
+        };
+        let mut data = node.lock();
+        let durable_bits = data.durable_bytes().len() as u64 * 8;
+        if bit >= durable_bits {
+            return Err(error(
+                io::ErrorKind::InvalidInput,
+                "flip bit in",
+                &normal,
+                &format!("bit {bit} is beyond the {durable_bits} durable bits"),
+            ));
+        }
+        data.flip_durable_bit(bit);
+        drop(data);
+        let damage = Damage {
+            path: normal,
+            offset: bit / 8,
+            len: 1,
+            intended_offset: None,
+            bit: Some((bit % 8) as u8),
+            kind: FaultKind::BitFlipAtRest,
+        };
+        self.damage.push(damage.clone());
+        self.fault_on_file(FaultKind::BitFlipAtRest, &node, bit / 8, 1);
+        Ok(damage)
+    }
+
+    pub(crate) fn flip_random_bit_at_rest(&mut self) -> Option<Damage> {
+        let candidates: Vec<PathBuf> = self
+            .files()
+            .into_iter()
+            .filter(|path| {
+                self.visible_file(path)
+                    .is_some_and(|node| !node.lock().durable_bytes().is_empty())
+            })
+            .collect();
+        if candidates.is_empty() {
+            return None;
+        }
+        let path = candidates[self.below(candidates.len() as u64) as usize].clone();
+        let durable_bits = self.visible_file(&path)?.lock().durable_bytes().len() as u64 * 8;
+        let bit = self.below(durable_bits);
+        self.flip_bit_at_rest(&path, bit).ok()
+    }
+
+    pub(crate) fn damage(&self) -> Vec<Damage> {
+        self.damage.clone()
+    }
+
+    pub(crate) fn fault_counts(&self) -> BTreeMap<FaultKind, u64> {
+        self.fault_counts.clone()
+    }
+
+    pub(crate) fn trace(&self) -> Vec<TraceEvent> {
+        self.trace.events.clone()
+    }
+
+    pub(crate) fn clear_trace(&mut self) {
+        self.trace.events.clear();
+    }
+
+    pub(crate) fn trace_digest(&self) -> u64 {
+        self.trace.digest
+    }
+
+    pub(crate) fn set_trace_recording(&mut self, on: bool) {
+        self.trace.recording = on;
+    }
+
+    pub(crate) fn file_contents(&self, path: &Path) -> Option<Vec<u8>> {
+        self.visible_file(path)
+            .map(|node| node.lock().cached().to_vec())
+    }
+
+    pub(crate) fn durable_contents(&self, path: &Path) -> Option<Vec<u8>> {
+        let path = normalize(path);
+        let (parent, name) = split(&path, "").ok()?;
+        match self.dirs.get(parent)?.durable.get(name)? {
+            Node::File(node) => Some(node.lock().durable_bytes().to_vec()),
+            Node::Dir => None,
+        }
+    }
+
+    pub(crate) fn put_durable_file(&mut self, path: &Path, bytes: &[u8]) {
+        let path = normalize(path);
+        let (parent, name) = split(&path, "put_durable_file").expect("a file path");
+        self.create_dirs(parent)
+            .unwrap_or_else(|error| panic!("put_durable_file: {error}"));
+        let node = Arc::new(FileNode::new(
+            self.next_file_id,
+            Arc::from(path.as_path()),
+            path_hash(&path),
+            FileData::durable(bytes),
+        ));
+        self.next_file_id += 1;
+        let dir = self.dirs.get_mut(parent).expect("created above");
+        assert!(
+            !matches!(dir.entries.get(name), Some(Node::Dir)),
+            "put_durable_file: {} is a directory",
+            path.display()
+        );
+        dir.entries
+            .insert(name.to_owned(), Node::File(Arc::clone(&node)));
+        dir.durable.insert(name.to_owned(), Node::File(node));
+        dir.pending.remove(name);
+    }
+
+    pub(crate) fn files(&self) -> Vec<PathBuf> {
+        let mut files: Vec<PathBuf> = self
+            .dirs
+            .iter()
+            .flat_map(|(dir_path, dir)| {
+                dir.entries
+                    .iter()
+                    .filter_map(move |(name, node)| match node {
+                        Node::File(_) => Some(dir_path.join(name)),
+                        Node::Dir => None,
+                    })
+            })
+            .collect();
+        files.sort();
+        files
+    }
+
+    pub(crate) fn dirty_page_count(&self) -> u64 {
+        self.dirty_files
+            .values()
+            .map(|node| node.lock().dirty_page_count() as u64)
+            .sum()
+    }
+}
