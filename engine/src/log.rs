@@ -539,11 +539,11 @@ impl Log {
     /// cut to its last record, then the new file is created and the
     /// directory synced, all before any record in it is acknowledged.
     fn roll(&self, writer: &mut Writer, first_seq: u64, previous_len: u64) -> Result<(), Error> {
-        if let Some(previous) = &writer.file {
-            if previous.len()? > previous_len {
-                previous.set_len(previous_len)?;
-                previous.sync_data()?;
-            }
+        if let Some(previous) = &writer.file
+            && previous.len()? > previous_len
+        {
+            previous.set_len(previous_len)?;
+            previous.sync_data()?;
         }
         let path = self.dir.join(segment_name(first_seq));
         let file = match self.vfs.open(&path, OpenMode::CreateNew) {

@@ -412,17 +412,17 @@ impl Scanner {
         }
         let expected = self.next_seq;
         let rest = window.bytes(offset, bytes)?.to_vec();
-        if let Ok(record) = parse_record(&rest) {
-            if record.seq > expected {
-                return Err(corrupt(
-                    path,
-                    offset,
-                    format!(
-                        "a valid record with seq {} stands where seq {expected} belongs: a misplaced or misdirected write, not a torn one",
-                        record.seq
-                    ),
-                ));
-            }
+        if let Ok(record) = parse_record(&rest)
+            && record.seq > expected
+        {
+            return Err(corrupt(
+                path,
+                offset,
+                format!(
+                    "a valid record with seq {} stands where seq {expected} belongs: a misplaced or misdirected write, not a torn one",
+                    record.seq
+                ),
+            ));
         }
         if let Some(flipped_bit) = self.single_bit_flip_before_valid_record(&rest) {
             return Err(corrupt(
@@ -594,10 +594,10 @@ fn later_record_beyond_group(
             let end = offset + HEADER_SIZE as u64 + claimed;
             if end - damage > GROUP_BYTES_MAX && end <= file_len {
                 let bytes = window.bytes(offset, end - offset)?;
-                if let Ok(record) = parse_record(bytes) {
-                    if inspect_batch(record.payload).is_ok() {
-                        return Ok(Some((offset, seq)));
-                    }
+                if let Ok(record) = parse_record(bytes)
+                    && inspect_batch(record.payload).is_ok()
+                {
+                    return Ok(Some((offset, seq)));
                 }
             }
         }

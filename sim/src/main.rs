@@ -31,7 +31,7 @@ struct Common {
     /// bit-flip-at-rest, bit-flip-on-read, failed-fsync, short-write,
     /// no-space, misdirected-write, crash), or `none`. Default: all.
     #[arg(long, value_parser = parse_faults)]
-    faults: Option<Vec<FaultKind>>,
+    faults: Option<FaultList>,
     /// Workload steps per seed (default: drawn per seed, up to 400).
     #[arg(long)]
     steps: Option<u32>,
@@ -44,7 +44,7 @@ struct Common {
 impl Common {
     fn options(&self) -> RunOptions {
         RunOptions {
-            faults: self.faults.clone(),
+            faults: self.faults.clone().map(|list| list.0),
             steps: self.steps,
             canary: self.canary,
         }
@@ -91,9 +91,13 @@ enum Command {
     },
 }
 
-fn parse_faults(text: &str) -> Result<Vec<FaultKind>, String> {
+/// A `--faults` list (a newtype, so clap takes it as one value).
+#[derive(Clone, Debug)]
+struct FaultList(Vec<FaultKind>);
+
+fn parse_faults(text: &str) -> Result<FaultList, String> {
     if text == "none" {
-        return Ok(Vec::new());
+        return Ok(FaultList(Vec::new()));
     }
     text.split(',')
         .map(|name| {
@@ -101,7 +105,8 @@ fn parse_faults(text: &str) -> Result<Vec<FaultKind>, String> {
                 .parse::<FaultKind>()
                 .map_err(|error| error.to_string())
         })
-        .collect()
+        .collect::<Result<_, _>>()
+        .map(FaultList)
 }
 
 fn parse_range(text: &str) -> Result<Range<u64>, String> {

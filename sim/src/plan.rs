@@ -193,7 +193,7 @@ impl Plan {
         let actions = (0..steps)
             .map(|_| draw.action(&[45, 35, 12, crash_rate, 3]))
             .collect();
-        let canary_step = (options.canary && mix(seed) % 100 == 0)
+        let canary_step = (options.canary && mix(seed).is_multiple_of(100))
             .then(|| (mix(seed ^ 1) % u64::from(steps.max(1))) as usize);
         Plan {
             seed,

@@ -279,6 +279,9 @@ impl<'a> World<'a> {
             {
                 self.result.canary_planted = true;
                 self.note("   canary: the model now disagrees with the log".into());
+                // Checked at once: the run might otherwise end (a refused
+                // corruption) before anything reads the planted event.
+                self.full_check().map_err(at(step))?;
             }
             self.result.counters.cycles += 1;
             self.note(format!("{step:4}: {action}"));
@@ -587,10 +590,8 @@ impl<'a> World<'a> {
         } else {
             self.vfs.crash();
         }
-        if bit_flip {
-            if let Some(damage) = self.vfs.flip_random_bit_at_rest() {
-                self.note(format!("      at rest: {damage}"));
-            }
+        if bit_flip && let Some(damage) = self.vfs.flip_random_bit_at_rest() {
+            self.note(format!("      at rest: {damage}"));
         }
         self.reopen(recovery)
     }

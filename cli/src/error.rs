@@ -1,0 +1,79 @@
+//! What a failing command reports: one line, naming the path (and the offset
+//! where there is one), and what to do.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// A command's failure. `Display` is a single line.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CliError {
+    /// The log could not be opened, read or appended to.
+    #[error("{}", log_message(dir, source))]
+    Log {
+        /// The log directory the command was given.
+        dir: PathBuf,
+        /// What the engine reported.
+        source: durlog::Error,
+    },
+    /// Reading standard input failed.
+    #[error("reading standard input: {0}")]
+    Input(io::Error),
+    /// Writing standard output failed.
+    #[error("writing standard output: {0}")]
+    Output(io::Error),
+    /// `append` made an event durable but could not print its version, and
+    /// stopped there: whoever reads the output must learn the version from
+    /// the log (`durlog read`).
+    #[error(
+        "appended version {version} of stream {stream:?} durably, but could not print it: {source}; stopped before the next line"
+    )]
+    VersionNotPrinted {
+        /// The stream appended to.
+        stream: String,
+        /// The durable version that went unprinted.
+        version: u64,
+        /// Why the write to the output failed.
+        source: io::Error,
+    },
+}
+
+impl CliError {
+    /// A `Log` error for `dir`.
+    pub fn log(dir: &Path, source: durlog::Error) -> CliError {
+        CliError::Log {
+            dir: dir.to_path_buf(),
+            source,
+        }
+    }
+
+    /// True when standard output was closed by its reader (`durlog read ..
+    /// | head`): the reader wanted no more, which is not a failure.
+    pub fn is_broken_pipe(&self) -> bool {
+        matches!(self, CliError::Output(error) if error.kind() == io::ErrorKind::BrokenPipe)
+    }
+
+    /// The message on one line: any line break a reason might hold becomes
+    /// a space, so a script reading stderr line by line sees one error.
+    pub fn one_line(&self) -> String {
+        one_line(&self.to_string())
+    }
+}
+
+/// `text` with every line break replaced by a space.
+pub fn one_line(text: &str) -> String {
+    text.replace(['\n', '\r'], " ")
+}
+
+/// The engine's message, prefixed with the directory unless it already
+/// names it (`Corrupt` names the damaged file inside it; some I/O errors
+/// name no path at all).
+fn log_message(dir: &Path, source: &durlog::Error) -> String {
+    let message = source.to_string();
+    let dir_text = dir.display().to_string();
+    if message.contains(&dir_text) {
+        message
+    } else {
+        format!("{dir_text}: {message}")
+    }
+}

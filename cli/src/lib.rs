@@ -1,0 +1,22 @@
+//! The `durlog` command's implementation, one module per concern, so that
+//! tests drive exactly the code the binary runs.
+//!
+//! - [`append`]: stdin lines become events; each version is printed only
+//!   after the append that made it durable returned.
+//! - [`inspect`]: `read`, `dump` and `streams`, all read-only: they open the
+//!   log with `Log::open_read_only` or scan it with `durlog::recovery`, so
+//!   they never create, truncate or sync anything.
+//! - [`verify`]: the fsck-style verdict and its exit code.
+//! - [`escape`] and [`time`]: the text formats of `read` and `dump`.
+//! - [`error`]: the one-line error every failing command prints.
+//!
+//! The command-line parsing lives in `main.rs` alone.
+
+pub mod append;
+pub mod error;
+pub mod escape;
+pub mod inspect;
+pub mod time;
+pub mod verify;
+
+pub use error::CliError;
