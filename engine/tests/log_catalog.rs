@@ -12,18 +12,48 @@ const SEG1: &str = "00000000000000000001.log";
 fn append_read_by_hand() {
     for backend in Backend::all() {
         let log = backend.open(clock(1_700_000_000_123_456_789)).unwrap();
-        assert_eq!(log.append("a", Expected::NoStream, &[event("x", b"1"), event("y", b"2")]).unwrap(), 2);
-        assert_eq!(log.append("b", Expected::Any, &[event("z", b"3")]).unwrap(), 1);
-        assert_eq!(log.append("a", Expected::Exact(2), &[event("w", b"4")]).unwrap(), 3);
+        assert_eq!(
+            log.append(
+                "a",
+                Expected::NoStream,
+                &[event("x", b"1"), event("y", b"2")]
+            )
+            .unwrap(),
+            2
+        );
+        assert_eq!(
+            log.append("b", Expected::Any, &[event("z", b"3")]).unwrap(),
+            1
+        );
+        assert_eq!(
+            log.append("a", Expected::Exact(2), &[event("w", b"4")])
+                .unwrap(),
+            3
+        );
         assert_eq!(log.version("a"), 3);
         assert_eq!(log.version("b"), 1);
         assert_eq!(log.version("nope"), 0);
         assert_eq!(log.last_seq(), 3);
 
         let all = log.read("a", 0, usize::MAX).unwrap();
-        let summary: Vec<_> = all.iter().map(|e| (e.version, e.event_type.as_str(), e.data.clone())).collect();
-        assert_eq!(summary, vec![(1, "x", b"1".to_vec()), (2, "y", b"2".to_vec()), (3, "w", b"4".to_vec())]);
-        assert!(all.iter().all(|e| e.stream == "a" && e.at == 1_700_000_000_123_456_789), "{}", backend.name());
+        let summary: Vec<_> = all
+            .iter()
+            .map(|e| (e.version, e.event_type.as_str(), e.data.clone()))
+            .collect();
+        assert_eq!(
+            summary,
+            vec![
+                (1, "x", b"1".to_vec()),
+                (2, "y", b"2".to_vec()),
+                (3, "w", b"4".to_vec())
+            ]
+        );
+        assert!(
+            all.iter()
+                .all(|e| e.stream == "a" && e.at == 1_700_000_000_123_456_789),
+            "{}",
+            backend.name()
+        );
         // from is inclusive and 0 means 1; limit caps; limit 0 gives none.
         assert_eq!(log.read("a", 1, usize::MAX).unwrap(), all);
         assert_eq!(log.read("a", 2, usize::MAX).unwrap(), all[1..].to_vec());
@@ -70,9 +100,15 @@ fn times_are_nanoseconds_and_survive_reopen() {
 fn system_clock_is_used_by_default() {
     let backend = Backend::sim(1);
     let log = backend.open(Options::default()).unwrap();
-    let before = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i64;
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64;
     log.append("s", Expected::Any, &[event("t", b"")]).unwrap();
-    let after = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i64;
+    let after = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64;
     let at = log.read("s", 1, 1).unwrap()[0].at;
     assert!(before <= at && at <= after, "{before} <= {at} <= {after}");
 }
@@ -81,7 +117,8 @@ fn system_clock_is_used_by_default() {
 fn version_conflicts_write_nothing() {
     for backend in Backend::all() {
         let log = backend.open(Options::default()).unwrap();
-        log.append("s", Expected::NoStream, &[event("t", b"1")]).unwrap();
+        log.append("s", Expected::NoStream, &[event("t", b"1")])
+            .unwrap();
         let before = backend.snapshot();
         let size = log.size();
         let cases = [
@@ -93,7 +130,11 @@ fn version_conflicts_write_nothing() {
         ];
         for (expected, actual) in cases {
             match log.append("s", expected, &[event("t", b"x")]) {
-                Err(Error::VersionConflict { stream, expected: got, actual: at }) => {
+                Err(Error::VersionConflict {
+                    stream,
+                    expected: got,
+                    actual: at,
+                }) => {
                     assert_eq!((stream.as_str(), got, at), ("s", expected, actual));
                 }
                 other => panic!("{}: {expected:?} gave {other:?}", backend.name()),
@@ -106,9 +147,20 @@ fn version_conflicts_write_nothing() {
         assert_eq!(backend.snapshot(), before);
         assert_eq!((log.size(), log.version("s"), log.last_seq()), (size, 1, 1));
         // Any skips the check; StreamExists and Exact accept the truth.
-        assert_eq!(log.append("s", Expected::Any, &[event("t", b"2")]).unwrap(), 2);
-        assert_eq!(log.append("s", Expected::StreamExists, &[event("t", b"3")]).unwrap(), 3);
-        assert_eq!(log.append("s", Expected::Exact(3), &[event("t", b"4")]).unwrap(), 4);
+        assert_eq!(
+            log.append("s", Expected::Any, &[event("t", b"2")]).unwrap(),
+            2
+        );
+        assert_eq!(
+            log.append("s", Expected::StreamExists, &[event("t", b"3")])
+                .unwrap(),
+            3
+        );
+        assert_eq!(
+            log.append("s", Expected::Exact(3), &[event("t", b"4")])
+                .unwrap(),
+            4
+        );
         assert_eq!(log.stats().conflicts, 5);
     }
 }
@@ -120,15 +172,44 @@ fn bad_arguments_are_clear_errors_and_write_nothing() {
         log.append("s", Expected::Any, &[event("t", b"1")]).unwrap();
         let before = backend.snapshot();
         let long = "x".repeat(65_536);
-        assert!(matches!(log.append("s", Expected::Any, &[]), Err(Error::EmptyBatch { .. })));
-        let error = log.append(&long, Expected::Any, &[event("t", b"")]).unwrap_err();
-        assert!(matches!(error, Error::NameTooLong { what: "stream name", len: 65_536 }), "{error}");
-        let error = log.append("s", Expected::Any, &[event(&long, b"")]).unwrap_err();
-        assert!(matches!(error, Error::NameTooLong { what: "event type", len: 65_536 }), "{error}");
+        assert!(matches!(
+            log.append("s", Expected::Any, &[]),
+            Err(Error::EmptyBatch { .. })
+        ));
+        let error = log
+            .append(&long, Expected::Any, &[event("t", b"")])
+            .unwrap_err();
+        assert!(
+            matches!(
+                error,
+                Error::NameTooLong {
+                    what: "stream name",
+                    len: 65_536
+                }
+            ),
+            "{error}"
+        );
+        let error = log
+            .append("s", Expected::Any, &[event(&long, b"")])
+            .unwrap_err();
+        assert!(
+            matches!(
+                error,
+                Error::NameTooLong {
+                    what: "event type",
+                    len: 65_536
+                }
+            ),
+            "{error}"
+        );
         assert!(error.to_string().contains("65535"), "{error}");
         // The limits themselves are fine.
         let limit = "y".repeat(65_535);
-        assert_eq!(log.append(&limit, Expected::Any, &[event(&limit, b"")]).unwrap(), 1);
+        assert_eq!(
+            log.append(&limit, Expected::Any, &[event(&limit, b"")])
+                .unwrap(),
+            1
+        );
         assert_eq!(log.read(&limit, 1, 1).unwrap()[0].event_type, limit);
         assert_eq!(backend.snapshot().len(), before.len());
     }
@@ -137,23 +218,42 @@ fn bad_arguments_are_clear_errors_and_write_nothing() {
 #[test]
 fn reopen_recovers_everything() {
     for backend in Backend::all() {
-        let options = Options { segment_bytes: 200, ..clock(42) };
+        let options = Options {
+            segment_bytes: 200,
+            ..clock(42)
+        };
         let log = backend.open(options.clone()).unwrap();
         for i in 0..20u8 {
             let stream = format!("s{}", i % 3);
-            log.append(&stream, Expected::Any, &[event("t", &[i; 7]), event("u", &[i])]).unwrap();
+            log.append(
+                &stream,
+                Expected::Any,
+                &[event("t", &[i; 7]), event("u", &[i])],
+            )
+            .unwrap();
         }
-        let reads: Vec<_> = (0..3).map(|i| log.read(&format!("s{i}"), 1, 100).unwrap()).collect();
+        let reads: Vec<_> = (0..3)
+            .map(|i| log.read(&format!("s{i}"), 1, 100).unwrap())
+            .collect();
         let (size, seq, streams) = (log.size(), log.last_seq(), log.streams(""));
         drop(log);
         backend.crash();
         let log = backend.open(options).unwrap();
         assert_eq!(log.recovery().tail, Tail::Clean);
         assert_eq!(log.recovery().records, 20);
-        let again: Vec<_> = (0..3).map(|i| log.read(&format!("s{i}"), 1, 100).unwrap()).collect();
+        let again: Vec<_> = (0..3)
+            .map(|i| log.read(&format!("s{i}"), 1, 100).unwrap())
+            .collect();
         assert_eq!(again, reads, "{}", backend.name());
-        assert_eq!((log.size(), log.last_seq(), log.streams("")), (size, seq, streams));
-        assert_eq!(log.append("s0", Expected::Exact(14), &[event("t", b"next")]).unwrap(), 15);
+        assert_eq!(
+            (log.size(), log.last_seq(), log.streams("")),
+            (size, seq, streams)
+        );
+        assert_eq!(
+            log.append("s0", Expected::Exact(14), &[event("t", b"next")])
+                .unwrap(),
+            15
+        );
         assert_eq!(log.last_seq(), 21);
     }
 }
@@ -161,14 +261,20 @@ fn reopen_recovers_everything() {
 /// Stream s, type t, data one/two/three: records of 49, 49 and 51 bytes.
 fn one_two_three(log: &durlog::Log) {
     for data in ["one", "two", "three"] {
-        log.append("s", Expected::Any, &[event("t", data.as_bytes())]).unwrap();
+        log.append("s", Expected::Any, &[event("t", data.as_bytes())])
+            .unwrap();
     }
 }
 
 #[test]
 fn segments_roll_and_are_named_by_first_seq() {
     for backend in Backend::all() {
-        let log = backend.open(Options { segment_bytes: 170, ..clock(0) }).unwrap();
+        let log = backend
+            .open(Options {
+                segment_bytes: 170,
+                ..clock(0)
+            })
+            .unwrap();
         for _ in 0..3 {
             one_two_three(&log);
         }
@@ -180,7 +286,12 @@ fn segments_roll_and_are_named_by_first_seq() {
         }
         assert_eq!(log.size(), 3 * 149);
         drop(log);
-        let log = backend.open(Options { segment_bytes: 170, ..clock(0) }).unwrap();
+        let log = backend
+            .open(Options {
+                segment_bytes: 170,
+                ..clock(0)
+            })
+            .unwrap();
         assert_eq!(log.read("s", 1, 100).unwrap().len(), 9);
     }
 }
@@ -189,7 +300,12 @@ fn segments_roll_and_are_named_by_first_seq() {
 fn a_record_that_exactly_fills_a_segment_stays_in_it() {
     for backend in Backend::all() {
         // 49 + 49 + 51 = 149: the third record ends exactly at the limit.
-        let log = backend.open(Options { segment_bytes: 149, ..clock(0) }).unwrap();
+        let log = backend
+            .open(Options {
+                segment_bytes: 149,
+                ..clock(0)
+            })
+            .unwrap();
         one_two_three(&log);
         assert_eq!(backend.files(), vec![SEG1.to_string()]);
         one_two_three(&log);
@@ -200,14 +316,33 @@ fn a_record_that_exactly_fills_a_segment_stays_in_it() {
 #[test]
 fn a_record_larger_than_a_segment_gets_one_of_its_own() {
     for backend in Backend::all() {
-        let log = backend.open(Options { segment_bytes: 100, ..clock(0) }).unwrap();
-        log.append("s", Expected::Any, &[event("t", b"one")]).unwrap();
-        log.append("s", Expected::Any, &[event("t", &[7; 500])]).unwrap();
-        log.append("s", Expected::Any, &[event("t", b"two")]).unwrap();
-        assert_eq!(backend.files(), vec![SEG1.to_string(), segment_name(2), segment_name(3)]);
-        assert_eq!(backend.read_file(&segment_name(2)).len(), 16 + 15 + 15 + 500);
+        let log = backend
+            .open(Options {
+                segment_bytes: 100,
+                ..clock(0)
+            })
+            .unwrap();
+        log.append("s", Expected::Any, &[event("t", b"one")])
+            .unwrap();
+        log.append("s", Expected::Any, &[event("t", &[7; 500])])
+            .unwrap();
+        log.append("s", Expected::Any, &[event("t", b"two")])
+            .unwrap();
+        assert_eq!(
+            backend.files(),
+            vec![SEG1.to_string(), segment_name(2), segment_name(3)]
+        );
+        assert_eq!(
+            backend.read_file(&segment_name(2)).len(),
+            16 + 15 + 15 + 500
+        );
         drop(log);
-        let log = backend.open(Options { segment_bytes: 100, ..clock(0) }).unwrap();
+        let log = backend
+            .open(Options {
+                segment_bytes: 100,
+                ..clock(0)
+            })
+            .unwrap();
         assert_eq!(log.read("s", 2, 1).unwrap()[0].data, vec![7; 500]);
     }
 }
@@ -216,24 +351,45 @@ fn a_record_larger_than_a_segment_gets_one_of_its_own() {
 fn quota_rejects_and_resumes() {
     for backend in Backend::all() {
         // 49 + 49 + 51 bytes: a quota of 149 fits all three exactly.
-        let options = Options { max_bytes: 149, ..clock(0) };
+        let options = Options {
+            max_bytes: 149,
+            ..clock(0)
+        };
         let log = backend.open(options.clone()).unwrap();
         one_two_three(&log);
         assert_eq!(log.size(), 149);
         let before = backend.snapshot();
         match log.append("s", Expected::Any, &[event("t", b"four")]) {
-            Err(Error::Quota { limit: 149, needed: 199 }) => {}
+            Err(Error::Quota {
+                limit: 149,
+                needed: 199,
+            }) => {}
             other => panic!("{}: {other:?}", backend.name()),
         }
         assert_eq!(backend.snapshot(), before);
         assert_eq!((log.size(), log.version("s"), log.last_seq()), (149, 3, 3));
         assert_eq!(log.read("s", 1, 10).unwrap().len(), 3, "reads keep working");
         // Checks run in order: arguments, expected version, quota.
-        assert!(matches!(log.append("s", Expected::Exact(1), &[event("t", b"x")]), Err(Error::VersionConflict { .. })));
-        assert!(matches!(log.append("s", Expected::Exact(1), &[]), Err(Error::EmptyBatch { .. })));
+        assert!(matches!(
+            log.append("s", Expected::Exact(1), &[event("t", b"x")]),
+            Err(Error::VersionConflict { .. })
+        ));
+        assert!(matches!(
+            log.append("s", Expected::Exact(1), &[]),
+            Err(Error::EmptyBatch { .. })
+        ));
         drop(log);
-        let log = backend.open(Options { max_bytes: 199, ..options }).unwrap();
-        assert_eq!(log.append("s", Expected::Any, &[event("t", b"four")]).unwrap(), 4);
+        let log = backend
+            .open(Options {
+                max_bytes: 199,
+                ..options
+            })
+            .unwrap();
+        assert_eq!(
+            log.append("s", Expected::Any, &[event("t", b"four")])
+                .unwrap(),
+            4
+        );
         assert_eq!(log.size(), 199);
     }
 }
@@ -241,15 +397,26 @@ fn quota_rejects_and_resumes() {
 #[test]
 fn quota_counts_all_segments() {
     for backend in Backend::all() {
-        let options = Options { max_bytes: 300, segment_bytes: 100, ..clock(0) };
+        let options = Options {
+            max_bytes: 300,
+            segment_bytes: 100,
+            ..clock(0)
+        };
         let log = backend.open(options).unwrap();
         let mut written = 0;
-        while log.append("s", Expected::Any, &[event("t", b"one")]).is_ok() {
+        while log
+            .append("s", Expected::Any, &[event("t", b"one")])
+            .is_ok()
+        {
             written += 49;
         }
         assert_eq!(written, 294);
         assert_eq!(log.size(), 294);
-        let on_disk: usize = backend.files().iter().map(|name| backend.read_file(name).len()).sum();
+        let on_disk: usize = backend
+            .files()
+            .iter()
+            .map(|name| backend.read_file(name).len())
+            .sum();
         assert_eq!(on_disk, 294);
     }
 }
@@ -276,16 +443,32 @@ fn torn_tail_is_truncated_at_every_offset() {
                 assert_eq!(log.last_seq(), 2);
                 assert_eq!(log.size(), 98);
                 if round == 0 && cut > 98 {
-                    assert!(matches!(&log.recovery().tail, Tail::Torn { offset: 98, .. }), "{:?}", log.recovery());
+                    assert!(
+                        matches!(&log.recovery().tail, Tail::Torn { offset: 98, .. }),
+                        "{:?}",
+                        log.recovery()
+                    );
                     assert_eq!(log.recovery().bytes_truncated, (cut - 98) as u64);
                 }
-                assert_eq!(backend.read_file(SEG1), full[..98].to_vec(), "cut {cut}: file truncated");
+                assert_eq!(
+                    backend.read_file(SEG1),
+                    full[..98].to_vec(),
+                    "cut {cut}: file truncated"
+                );
             }
             let log = backend.open(clock(0)).unwrap();
-            assert_eq!(log.append("s", Expected::Exact(2), &[event("t", b"three")]).unwrap(), 3);
+            assert_eq!(
+                log.append("s", Expected::Exact(2), &[event("t", b"three")])
+                    .unwrap(),
+                3
+            );
             assert_eq!(log.last_seq(), 3);
             drop(log);
-            assert_eq!(backend.read_file(SEG1), full, "the next append lands where the torn one was");
+            assert_eq!(
+                backend.read_file(SEG1),
+                full,
+                "the next append lands where the torn one was"
+            );
         }
     }
 }
@@ -299,18 +482,39 @@ fn garbage_tails_are_truncated() {
         absurd_length.extend_from_slice(&[9; 12]);
         let tails: Vec<(&str, Vec<u8>)> = vec![
             ("zeros", [full.clone(), vec![0; 4096]].concat()),
-            ("junk", [full.clone(), b"\xde\xad\xbe\xefjunk that is not a record".to_vec()].concat()),
-            ("repeated record", [full.clone(), full[98..].to_vec()].concat()),
+            (
+                "junk",
+                [
+                    full.clone(),
+                    b"\xde\xad\xbe\xefjunk that is not a record".to_vec(),
+                ]
+                .concat(),
+            ),
+            (
+                "repeated record",
+                [full.clone(), full[98..].to_vec()].concat(),
+            ),
             ("absurd length", absurd_length),
-            ("half a header", [full.clone(), full[98..106].to_vec()].concat()),
+            (
+                "half a header",
+                [full.clone(), full[98..106].to_vec()].concat(),
+            ),
             ("one byte", [full.clone(), vec![1]].concat()),
         ];
         for (what, bytes) in tails {
             backend.write_file(SEG1, &bytes);
             let log = backend.open(clock(0)).unwrap();
-            assert_eq!((log.version("s"), log.last_seq(), log.size()), (3, 3, 149), "{what}");
+            assert_eq!(
+                (log.version("s"), log.last_seq(), log.size()),
+                (3, 3, 149),
+                "{what}"
+            );
             assert_eq!(backend.read_file(SEG1), full, "{}: {what}", backend.name());
-            assert_eq!(log.append("s", Expected::Exact(3), &[event("t", b"four")]).unwrap(), 4);
+            assert_eq!(
+                log.append("s", Expected::Exact(3), &[event("t", b"four")])
+                    .unwrap(),
+                4
+            );
             drop(log);
             let log = backend.open(clock(0)).unwrap();
             assert_eq!(log.read("s", 4, 1).unwrap()[0].data, b"four", "{what}");
@@ -323,39 +527,72 @@ fn garbage_tails_are_truncated() {
 #[test]
 fn damage_in_an_earlier_segment_is_refused_untouched() {
     for backend in Backend::all() {
-        let options = Options { segment_bytes: 170, ..clock(0) };
+        let options = Options {
+            segment_bytes: 170,
+            ..clock(0)
+        };
         let log = backend.open(options.clone()).unwrap();
         for _ in 0..3 {
             one_two_three(&log);
         }
         drop(log);
         let clean = backend.snapshot();
-        for (victim, offset) in [(segment_name(1), 60usize), (segment_name(4), 148), (segment_name(1), 0)] {
+        for (victim, offset) in [
+            (segment_name(1), 60usize),
+            (segment_name(4), 148),
+            (segment_name(1), 0),
+        ] {
             let mut bytes = backend.read_file(&victim);
             bytes[offset] ^= 0x10;
             backend.write_file(&victim, &bytes);
             let before = backend.snapshot();
             match backend.open(options.clone()) {
-                Err(Error::Corrupt { file, offset: at, reason }) => {
+                Err(Error::Corrupt {
+                    file,
+                    offset: at,
+                    reason,
+                }) => {
                     assert_eq!(file, backend.path(&victim), "{reason}");
-                    let record_start = if offset >= 98 { 98 } else if offset >= 49 { 49 } else { 0 };
+                    let record_start = if offset >= 98 {
+                        98
+                    } else if offset >= 49 {
+                        49
+                    } else {
+                        0
+                    };
                     assert_eq!(at, record_start, "{reason}");
                 }
-                other => panic!("{}: damage in {victim} at {offset}: {:?}", backend.name(), other.map(|_| ())),
+                other => panic!(
+                    "{}: damage in {victim} at {offset}: {:?}",
+                    backend.name(),
+                    other.map(|_| ())
+                ),
             }
             assert_eq!(backend.snapshot(), before, "refusal touches nothing");
-            backend.write_file(&victim, &clean.iter().find(|(name, _)| *name == victim).unwrap().1);
+            backend.write_file(
+                &victim,
+                &clean.iter().find(|(name, _)| *name == victim).unwrap().1,
+            );
         }
         // Truncating an earlier segment is also damage, not a torn tail.
-        backend.write_file(&segment_name(4), &backend.read_file(&segment_name(4))[..100]);
-        assert!(matches!(backend.open(options.clone()), Err(Error::Corrupt { .. })));
+        backend.write_file(
+            &segment_name(4),
+            &backend.read_file(&segment_name(4))[..100],
+        );
+        assert!(matches!(
+            backend.open(options.clone()),
+            Err(Error::Corrupt { .. })
+        ));
     }
 }
 
 #[test]
 fn damage_to_the_structure_is_refused() {
     for backend in Backend::all() {
-        let options = Options { segment_bytes: 170, ..clock(0) };
+        let options = Options {
+            segment_bytes: 170,
+            ..clock(0)
+        };
         let log = backend.open(options.clone()).unwrap();
         for _ in 0..3 {
             one_two_three(&log);
@@ -373,21 +610,37 @@ fn damage_to_the_structure_is_refused() {
         // A missing middle segment: a seq gap.
         backend.remove_file(&segment_name(4));
         let error = backend.open(options.clone()).err().expect("gap refused");
-        assert!(matches!(&error, Error::Corrupt { file, .. } if *file == backend.path(&segment_name(7))), "{error}");
+        assert!(
+            matches!(&error, Error::Corrupt { file, .. } if *file == backend.path(&segment_name(7))),
+            "{error}"
+        );
         restore(&backend);
         // A missing first segment.
         backend.remove_file(&segment_name(1));
-        assert!(matches!(backend.open(options.clone()), Err(Error::Corrupt { .. })));
+        assert!(matches!(
+            backend.open(options.clone()),
+            Err(Error::Corrupt { .. })
+        ));
         restore(&backend);
         // A segment whose name is not its first record's seq.
         backend.remove_file(&segment_name(7));
         backend.write_file(&segment_name(8), &clean[2].1);
-        assert!(matches!(backend.open(options.clone()), Err(Error::Corrupt { .. })));
+        assert!(matches!(
+            backend.open(options.clone()),
+            Err(Error::Corrupt { .. })
+        ));
         restore(&backend);
         // A file that is not a segment at all, and one that looks like one.
-        for stranger in ["notes.txt", "0000000000000000001.log", "00000000000000000010.log.tmp"] {
+        for stranger in [
+            "notes.txt",
+            "0000000000000000001.log",
+            "00000000000000000010.log.tmp",
+        ] {
             backend.write_file(stranger, b"hello");
-            let error = backend.open(options.clone()).err().expect("stranger refused");
+            let error = backend
+                .open(options.clone())
+                .err()
+                .expect("stranger refused");
             match &error {
                 Error::Corrupt { file, .. } => assert_eq!(*file, backend.path(stranger)),
                 other => panic!("{other}"),
@@ -403,10 +656,14 @@ fn damage_to_the_structure_is_refused() {
 #[test]
 fn a_torn_first_record_of_the_last_segment_leaves_it_empty() {
     for backend in Backend::all() {
-        let options = Options { segment_bytes: 170, ..clock(0) };
+        let options = Options {
+            segment_bytes: 170,
+            ..clock(0)
+        };
         let log = backend.open(options.clone()).unwrap();
         one_two_three(&log);
-        log.append("s", Expected::Any, &[event("t", b"one")]).unwrap();
+        log.append("s", Expected::Any, &[event("t", b"one")])
+            .unwrap();
         drop(log);
         let second = segment_name(4);
         let bytes = backend.read_file(&second);
@@ -414,7 +671,11 @@ fn a_torn_first_record_of_the_last_segment_leaves_it_empty() {
         let log = backend.open(options.clone()).unwrap();
         assert_eq!((log.last_seq(), log.version("s")), (3, 3));
         assert!(backend.read_file(&second).is_empty());
-        assert_eq!(log.append("s", Expected::Exact(3), &[event("t", b"one")]).unwrap(), 4);
+        assert_eq!(
+            log.append("s", Expected::Exact(3), &[event("t", b"one")])
+                .unwrap(),
+            4
+        );
         drop(log);
         assert_eq!(backend.read_file(&second), bytes);
     }
@@ -424,9 +685,13 @@ fn a_torn_first_record_of_the_last_segment_leaves_it_empty() {
 fn open_creates_a_missing_directory() {
     for backend in Backend::all() {
         let log = backend.open(Options::default()).unwrap();
-        assert!(backend.files().is_empty(), "no segment before the first append");
+        assert!(
+            backend.files().is_empty(),
+            "no segment before the first append"
+        );
         assert_eq!((log.last_seq(), log.size()), (0, 0));
-        log.append("s", Expected::NoStream, &[Event::new("t", vec![])]).unwrap();
+        log.append("s", Expected::NoStream, &[Event::new("t", vec![])])
+            .unwrap();
         assert_eq!(backend.files(), vec![SEG1.to_string()]);
     }
 }
@@ -435,15 +700,25 @@ fn open_creates_a_missing_directory() {
 fn read_only_open_changes_nothing() {
     for backend in Backend::all() {
         let missing = Log::open_read_only(backend.vfs(), backend.dir());
-        assert!(matches!(missing, Err(Error::Io(ref error)) if error.kind() == std::io::ErrorKind::NotFound));
-        assert!(backend.vfs().list_dir(&backend.dir()).is_err(), "no directory created");
+        assert!(
+            matches!(missing, Err(Error::Io(ref error)) if error.kind() == std::io::ErrorKind::NotFound)
+        );
+        assert!(
+            backend.vfs().list_dir(&backend.dir()).is_err(),
+            "no directory created"
+        );
         let full = written_one_two_three(&backend);
         backend.write_file(SEG1, &full[..120]);
         let before = backend.snapshot();
         let log = Log::open_read_only(backend.vfs(), backend.dir()).unwrap();
-        assert!(matches!(&log.recovery().tail, Tail::Torn { offset: 98, .. }));
+        assert!(matches!(
+            &log.recovery().tail,
+            Tail::Torn { offset: 98, .. }
+        ));
         assert_eq!(log.read("s", 1, 10).unwrap().len(), 2);
-        let error = log.append("s", Expected::Any, &[event("t", b"x")]).unwrap_err();
+        let error = log
+            .append("s", Expected::Any, &[event("t", b"x")])
+            .unwrap_err();
         assert!(matches!(error, Error::ReadOnly { .. }), "{error}");
         drop(log);
         assert_eq!(backend.snapshot(), before, "{}", backend.name());

@@ -13,7 +13,11 @@ use durlog::{Error, Expected, FAILPOINT_AFTER_WRITE, Log, Options, segment_name}
 const SEG1: &str = "00000000000000000001.log";
 
 fn write(file: &str, offset: u64, len: usize) -> Op {
-    Op::Write { file: file.into(), offset, len }
+    Op::Write {
+        file: file.into(),
+        offset,
+        len,
+    }
 }
 
 fn sync(file: &str) -> Op {
@@ -23,32 +27,57 @@ fn sync(file: &str) -> Op {
 #[test]
 fn one_sync_after_each_write_before_each_ack() {
     for backend in Backend::all() {
-        let options = Options { segment_bytes: 100, max_bytes: 1000, ..clock(0) };
+        let options = Options {
+            segment_bytes: 100,
+            max_bytes: 1000,
+            ..clock(0)
+        };
         let (log, recorder) = backend.open_recorded(options).unwrap();
-        assert_eq!(recorder.ops(), vec![Op::SyncDir("log".into())], "open syncs the directory once");
-        recorder.clear();
-        log.append("s", Expected::Any, &[event("t", b"one")]).unwrap();
         assert_eq!(
             recorder.ops(),
-            vec![Op::Open(SEG1.into()), Op::SyncDir("log".into()), write(SEG1, 0, 49), sync(SEG1)],
+            vec![Op::SyncDir("log".into())],
+            "open syncs the directory once"
+        );
+        recorder.clear();
+        log.append("s", Expected::Any, &[event("t", b"one")])
+            .unwrap();
+        assert_eq!(
+            recorder.ops(),
+            vec![
+                Op::Open(SEG1.into()),
+                Op::SyncDir("log".into()),
+                write(SEG1, 0, 49),
+                sync(SEG1)
+            ],
             "{}: a new segment's directory entry is synced before its first record is acknowledged",
             backend.name()
         );
         recorder.clear();
-        log.append("s", Expected::Any, &[event("t", b"two")]).unwrap();
+        log.append("s", Expected::Any, &[event("t", b"two")])
+            .unwrap();
         assert_eq!(recorder.ops(), vec![write(SEG1, 49, 49), sync(SEG1)]);
         recorder.clear();
         // Refused appends touch nothing.
-        let _ = log.append("s", Expected::NoStream, &[event("t", b"x")]).unwrap_err();
+        let _ = log
+            .append("s", Expected::NoStream, &[event("t", b"x")])
+            .unwrap_err();
         let _ = log.append("s", Expected::Any, &[]).unwrap_err();
-        let _ = log.append("s", Expected::Any, &[event("t", &[0; 2000])]).unwrap_err();
+        let _ = log
+            .append("s", Expected::Any, &[event("t", &[0; 2000])])
+            .unwrap_err();
         assert_eq!(recorder.ops(), vec![], "{}", backend.name());
         // A roll: the new file and the directory sync come first.
-        log.append("s", Expected::Any, &[event("t", b"three")]).unwrap();
+        log.append("s", Expected::Any, &[event("t", b"three")])
+            .unwrap();
         let second = segment_name(3);
         assert_eq!(
             recorder.ops(),
-            vec![Op::Open(second.clone()), Op::SyncDir("log".into()), write(&second, 0, 51), sync(&second)]
+            vec![
+                Op::Open(second.clone()),
+                Op::SyncDir("log".into()),
+                write(&second, 0, 51),
+                sync(&second)
+            ]
         );
     }
 }
@@ -71,7 +100,8 @@ fn a_failed_write_or_sync_leaves_no_trace() {
                 ..clock(0)
             };
             let (log, recorder) = backend.open_recorded(options.clone()).unwrap();
-            log.append("s", Expected::Any, &[event("t", b"one")]).unwrap();
+            log.append("s", Expected::Any, &[event("t", b"one")])
+                .unwrap();
             let before = backend.snapshot();
             recorder.clear();
             match failure {
@@ -81,22 +111,51 @@ fn a_failed_write_or_sync_leaves_no_trace() {
                 "write-all" => recorder.fail_next_write(usize::MAX),
                 _ => recorder.fail_next_sync(),
             }
-            let error = log.append("s", Expected::Any, &[event("t", b"two")]).unwrap_err();
+            let error = log
+                .append("s", Expected::Any, &[event("t", b"two")])
+                .unwrap_err();
             assert!(matches!(error, Error::Io(_)), "{failure}: {error}");
-            assert_eq!(backend.snapshot(), before, "{}/{failure}: cut back", backend.name());
+            assert_eq!(
+                backend.snapshot(),
+                before,
+                "{}/{failure}: cut back",
+                backend.name()
+            );
             let ops = recorder.ops();
-            assert_eq!(ops[ops.len() - 2..], [Op::SetLen { file: SEG1.into(), len: 49 }, sync(SEG1)], "{failure}");
+            assert_eq!(
+                ops[ops.len() - 2..],
+                [
+                    Op::SetLen {
+                        file: SEG1.into(),
+                        len: 49
+                    },
+                    sync(SEG1)
+                ],
+                "{failure}"
+            );
             let data_syncs = ops.iter().filter(|op| **op == sync(SEG1)).count();
-            assert!(data_syncs <= 2, "{failure}: a failed sync is never retried and trusted: {ops:?}");
+            assert!(
+                data_syncs <= 2,
+                "{failure}: a failed sync is never retried and trusted: {ops:?}"
+            );
             assert_eq!((log.version("s"), log.last_seq(), log.size()), (1, 1, 49));
             assert!(!log.is_poisoned());
             assert_eq!(log.stats().failed_appends, 1);
             // The log goes on, at the same place.
-            assert_eq!(log.append("s", Expected::Exact(1), &[event("t", b"two")]).unwrap(), 2);
+            assert_eq!(
+                log.append("s", Expected::Exact(1), &[event("t", b"two")])
+                    .unwrap(),
+                2
+            );
             drop(log);
             backend.crash();
             let log = backend.open(options).unwrap();
-            let data: Vec<_> = log.read("s", 1, 10).unwrap().into_iter().map(|e| e.data).collect();
+            let data: Vec<_> = log
+                .read("s", 1, 10)
+                .unwrap()
+                .into_iter()
+                .map(|e| e.data)
+                .collect();
             assert_eq!(data, vec![b"one".to_vec(), b"two".to_vec()], "{failure}");
             drop(log);
             for name in backend.files() {
@@ -110,12 +169,18 @@ fn a_failed_write_or_sync_leaves_no_trace() {
 fn a_cut_back_that_fails_poisons_the_log_until_reopen() {
     for backend in Backend::all() {
         let (log, recorder) = backend.open_recorded(clock(0)).unwrap();
-        log.append("s", Expected::Any, &[event("t", b"one")]).unwrap();
+        log.append("s", Expected::Any, &[event("t", b"one")])
+            .unwrap();
         recorder.fail_next_sync();
         recorder.fail_next_set_len();
-        assert!(matches!(log.append("s", Expected::Any, &[event("t", b"two")]), Err(Error::Io(_))));
+        assert!(matches!(
+            log.append("s", Expected::Any, &[event("t", b"two")]),
+            Err(Error::Io(_))
+        ));
         assert!(log.is_poisoned());
-        let error = log.append("s", Expected::Any, &[event("t", b"three")]).unwrap_err();
+        let error = log
+            .append("s", Expected::Any, &[event("t", b"three")])
+            .unwrap_err();
         assert!(matches!(error, Error::Poisoned), "{error}");
         assert!(error.to_string().contains("reopen"), "{error}");
         assert_eq!(log.read("s", 1, 10).unwrap().len(), 1, "reads keep working");
@@ -123,7 +188,11 @@ fn a_cut_back_that_fails_poisons_the_log_until_reopen() {
         // The unacknowledged record may survive, whole; never half of it.
         let log = backend.open(clock(0)).unwrap();
         assert!((1..=2).contains(&log.version("s")));
-        assert_eq!(log.append("s", Expected::Any, &[event("t", b"four")]).unwrap(), log.version("s"));
+        assert_eq!(
+            log.append("s", Expected::Any, &[event("t", b"four")])
+                .unwrap(),
+            log.version("s")
+        );
     }
 }
 
@@ -133,7 +202,8 @@ fn a_cut_back_that_fails_poisons_the_log_until_reopen() {
 fn crash_at_the_failpoint_keeps_acked_and_whole_or_nothing() {
     let mut outcomes = [0usize; 2];
     for seed in 0..200u64 {
-        let faults = FaultConfig::only(&[FaultKind::LostUnsyncedPages, FaultKind::UnsyncedSizeChange]);
+        let faults =
+            FaultConfig::only(&[FaultKind::LostUnsyncedPages, FaultKind::UnsyncedSizeChange]);
         let vfs = SimVfs::with_faults(seed, faults);
         let crash_on = Arc::new(AtomicBool::new(false));
         let (hook, disk) = (Arc::clone(&crash_on), vfs.clone());
@@ -149,22 +219,41 @@ fn crash_at_the_failpoint_keeps_acked_and_whole_or_nothing() {
         };
         let log = Log::open_with_vfs(vfs.clone(), "/db", options).unwrap();
         for i in 1..=5u64 {
-            assert_eq!(log.append("s", Expected::Exact(i - 1), &[event("t", &[i as u8; 300])]).unwrap(), i);
+            assert_eq!(
+                log.append("s", Expected::Exact(i - 1), &[event("t", &[i as u8; 300])])
+                    .unwrap(),
+                i
+            );
         }
         crash_on.store(true, Ordering::SeqCst);
-        assert!(log.append("s", Expected::Exact(5), &[event("t", &[6; 300])]).is_err(), "seed {seed}");
+        assert!(
+            log.append("s", Expected::Exact(5), &[event("t", &[6; 300])])
+                .is_err(),
+            "seed {seed}"
+        );
         drop(log);
         vfs.reboot();
         let log = Log::open_with_vfs(vfs.clone(), "/db", clock(7)).unwrap();
         let events = log.read("s", 1, 100).unwrap();
-        assert!(events.len() == 5 || events.len() == 6, "seed {seed}: {} events", events.len());
+        assert!(
+            events.len() == 5 || events.len() == 6,
+            "seed {seed}: {} events",
+            events.len()
+        );
         for (i, event) in events.iter().enumerate() {
             assert_eq!(event.data, vec![i as u8 + 1; 300], "seed {seed}");
         }
         outcomes[events.len() - 5] += 1;
-        assert_eq!(log.append("s", Expected::Any, &[event("t", b"next")]).unwrap(), events.len() as u64 + 1);
+        assert_eq!(
+            log.append("s", Expected::Any, &[event("t", b"next")])
+                .unwrap(),
+            events.len() as u64 + 1
+        );
     }
-    assert!(outcomes[0] > 0 && outcomes[1] > 0, "both outcomes explored: {outcomes:?}");
+    assert!(
+        outcomes[0] > 0 && outcomes[1] > 0,
+        "both outcomes explored: {outcomes:?}"
+    );
 }
 
 /// 32 threads append to one stream, each re-reading the version and
@@ -189,7 +278,9 @@ fn thirty_two_threads_on_one_stream() {
                                     assert_eq!(version, seen + 1);
                                     won.push(version);
                                 }
-                                Err(Error::VersionConflict { actual, .. }) => assert!(actual > seen),
+                                Err(Error::VersionConflict { actual, .. }) => {
+                                    assert!(actual > seen)
+                                }
                                 Err(other) => panic!("{other}"),
                             }
                         }
@@ -197,16 +288,26 @@ fn thirty_two_threads_on_one_stream() {
                     })
                 })
                 .collect();
-            handles.into_iter().map(|handle| handle.join().unwrap()).collect()
+            handles
+                .into_iter()
+                .map(|handle| handle.join().unwrap())
+                .collect()
         });
         let mut all: Vec<u64> = wins.iter().flatten().copied().collect();
         all.sort_unstable();
-        assert_eq!(all, (1..=32 * per_thread as u64).collect::<Vec<_>>(), "dense, none doubled");
+        assert_eq!(
+            all,
+            (1..=32 * per_thread as u64).collect::<Vec<_>>(),
+            "dense, none doubled"
+        );
         let events = log.read("s", 1, usize::MAX).unwrap();
         assert_eq!(events.len(), 32 * per_thread);
         for (thread, won) in wins.iter().enumerate() {
             for (n, version) in won.iter().enumerate() {
-                assert_eq!(events[*version as usize - 1].data, vec![thread as u8, n as u8]);
+                assert_eq!(
+                    events[*version as usize - 1].data,
+                    vec![thread as u8, n as u8]
+                );
             }
         }
         assert_eq!(log.stats().appends, 32 * per_thread as u64);
@@ -227,26 +328,41 @@ fn thirty_two_threads_on_one_stream_share_syncs() {
                     let log = Arc::clone(&log);
                     scope.spawn(move || {
                         (0..per_thread)
-                            .map(|n| log.append("s", Expected::Any, &[event("t", &[thread, n])]).unwrap())
+                            .map(|n| {
+                                log.append("s", Expected::Any, &[event("t", &[thread, n])])
+                                    .unwrap()
+                            })
                             .collect()
                     })
                 })
                 .collect();
-            handles.into_iter().map(|handle| handle.join().unwrap()).collect()
+            handles
+                .into_iter()
+                .map(|handle| handle.join().unwrap())
+                .collect()
         });
         let mut all: Vec<u64> = versions.iter().flatten().copied().collect();
         all.sort_unstable();
         assert_eq!(all, (1..=32 * u64::from(per_thread)).collect::<Vec<_>>());
         let events = log.read("s", 1, usize::MAX).unwrap();
         for (thread, mine) in versions.iter().enumerate() {
-            assert!(mine.windows(2).all(|pair| pair[0] < pair[1]), "one thread's appends stay in order");
+            assert!(
+                mine.windows(2).all(|pair| pair[0] < pair[1]),
+                "one thread's appends stay in order"
+            );
             for (n, version) in mine.iter().enumerate() {
-                assert_eq!(events[*version as usize - 1].data, vec![thread as u8, n as u8]);
+                assert_eq!(
+                    events[*version as usize - 1].data,
+                    vec![thread as u8, n as u8]
+                );
             }
         }
         let stats = log.stats();
         if backend.name() == "posix" {
-            assert!(stats.groups < stats.appends, "group commit shares syncs: {stats:?}");
+            assert!(
+                stats.groups < stats.appends,
+                "group commit shares syncs: {stats:?}"
+            );
         }
     }
 }
@@ -261,21 +377,33 @@ fn thirty_two_threads_on_distinct_streams() {
             scope.spawn(move || {
                 let stream = format!("stream-{thread:02}");
                 for n in 0..30u64 {
-                    assert_eq!(log.append(&stream, Expected::Exact(n), &[event("t", &n.to_le_bytes())]).unwrap(), n + 1);
+                    assert_eq!(
+                        log.append(&stream, Expected::Exact(n), &[event("t", &n.to_le_bytes())])
+                            .unwrap(),
+                        n + 1
+                    );
                 }
             });
         }
     });
     let stats = log.stats();
     assert_eq!(stats.appends, 32 * 30);
-    assert!(stats.groups < stats.appends / 2, "group commit: {} groups for {} appends", stats.groups, stats.appends);
+    assert!(
+        stats.groups < stats.appends / 2,
+        "group commit: {} groups for {} appends",
+        stats.groups,
+        stats.appends
+    );
     assert!(stats.appends_per_group.max() > 1);
     drop(Arc::try_unwrap(log).ok().unwrap());
     let log = backend.open(clock(0)).unwrap();
     assert_eq!(log.last_seq(), 32 * 30);
     for thread in 0..32 {
         let events = log.read(&format!("stream-{thread:02}"), 1, 100).unwrap();
-        let data: Vec<_> = events.iter().map(|e| u64::from_le_bytes(e.data[..].try_into().unwrap())).collect();
+        let data: Vec<_> = events
+            .iter()
+            .map(|e| u64::from_le_bytes(e.data[..].try_into().unwrap()))
+            .collect();
         assert_eq!(data, (0..30).collect::<Vec<_>>());
     }
 }
@@ -283,12 +411,35 @@ fn thirty_two_threads_on_distinct_streams() {
 #[test]
 fn stats_count_what_happened() {
     let backend = Backend::sim(3);
-    let log = backend.open(Options { max_bytes: 100, ..clock(0) }).unwrap();
-    log.append("s", Expected::Any, &[event("t", b"one"), event("t", b"two")]).unwrap();
-    let _ = log.append("s", Expected::NoStream, &[event("t", b"x")]).unwrap_err();
-    let _ = log.append("s", Expected::Any, &[event("t", &[0; 100])]).unwrap_err();
+    let log = backend
+        .open(Options {
+            max_bytes: 100,
+            ..clock(0)
+        })
+        .unwrap();
+    log.append(
+        "s",
+        Expected::Any,
+        &[event("t", b"one"), event("t", b"two")],
+    )
+    .unwrap();
+    let _ = log
+        .append("s", Expected::NoStream, &[event("t", b"x")])
+        .unwrap_err();
+    let _ = log
+        .append("s", Expected::Any, &[event("t", &[0; 100])])
+        .unwrap_err();
     let stats = log.stats();
-    assert_eq!((stats.appends, stats.events, stats.groups, stats.conflicts, stats.quota_rejections), (1, 2, 1, 1, 1));
+    assert_eq!(
+        (
+            stats.appends,
+            stats.events,
+            stats.groups,
+            stats.conflicts,
+            stats.quota_rejections
+        ),
+        (1, 2, 1, 1, 1)
+    );
     assert_eq!(stats.bytes, log.size());
     assert_eq!(stats.segments_created, 1);
     assert_eq!(stats.sync_latency_ns.count(), 1);

@@ -24,11 +24,15 @@ impl Backend {
     }
 
     pub fn posix() -> Backend {
-        Backend::Posix { root: tempfile::tempdir().expect("temporary directory") }
+        Backend::Posix {
+            root: tempfile::tempdir().expect("temporary directory"),
+        }
     }
 
     pub fn sim(seed: u64) -> Backend {
-        Backend::Sim { vfs: SimVfs::new(seed) }
+        Backend::Sim {
+            vfs: SimVfs::new(seed),
+        }
     }
 
     pub fn name(&self) -> &'static str {
@@ -108,7 +112,10 @@ impl Backend {
 
     /// Every file's name and bytes, for "nothing changed" checks.
     pub fn snapshot(&self) -> Vec<(String, Vec<u8>)> {
-        self.files().into_iter().map(|name| (name.clone(), self.read_file(&name))).collect()
+        self.files()
+            .into_iter()
+            .map(|name| (name.clone(), self.read_file(&name)))
+            .collect()
     }
 
     /// A power loss on the simulated disk (no faults are enabled, so every
@@ -128,15 +135,25 @@ pub fn event(event_type: &str, data: &[u8]) -> Event {
 
 /// A fixed clock, so records are byte-for-byte predictable.
 pub fn clock(at: i64) -> Options {
-    Options { now: Some(Arc::new(move || at)), ..Options::default() }
+    Options {
+        now: Some(Arc::new(move || at)),
+        ..Options::default()
+    }
 }
 
 /// One operation seen by [`Recorder`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {
     Open(String),
-    Write { file: String, offset: u64, len: usize },
-    SetLen { file: String, len: u64 },
+    Write {
+        file: String,
+        offset: u64,
+        len: usize,
+    },
+    SetLen {
+        file: String,
+        len: u64,
+    },
     SyncData(String),
     SyncAll(String),
     SyncDir(String),
@@ -162,7 +179,10 @@ struct RecorderState {
 
 impl Recorder {
     pub fn new(inner: Arc<dyn Vfs>) -> Recorder {
-        Recorder { inner, state: Arc::default() }
+        Recorder {
+            inner,
+            state: Arc::default(),
+        }
     }
 
     pub fn ops(&self) -> Vec<Op> {
@@ -191,7 +211,9 @@ impl Recorder {
 }
 
 fn file_name(path: &Path) -> String {
-    path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default()
+    path.file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 impl Vfs for Recorder {
@@ -200,7 +222,11 @@ impl Vfs for Recorder {
         if mode == OpenMode::CreateNew {
             self.push(Op::Open(file_name(path)));
         }
-        Ok(Box::new(RecordedFile { inner, name: file_name(path), recorder: self.clone() }))
+        Ok(Box::new(RecordedFile {
+            inner,
+            name: file_name(path),
+            recorder: self.clone(),
+        }))
     }
     fn list_dir(&self, dir: &Path) -> io::Result<Vec<DirEntry>> {
         self.inner.list_dir(dir)
@@ -234,7 +260,11 @@ impl VfsFile for RecordedFile {
         self.inner.read_at(buf, offset)
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.recorder.push(Op::Write { file: self.name.clone(), offset, len: buf.len() });
+        self.recorder.push(Op::Write {
+            file: self.name.clone(),
+            offset,
+            len: buf.len(),
+        });
         let fail = self.recorder.state.lock().unwrap().fail_next_write.take();
         if let Some(prefix) = fail {
             self.inner.write_at(&buf[..prefix.min(buf.len())], offset)?;
@@ -246,7 +276,10 @@ impl VfsFile for RecordedFile {
         self.inner.len()
     }
     fn set_len(&self, len: u64) -> io::Result<()> {
-        self.recorder.push(Op::SetLen { file: self.name.clone(), len });
+        self.recorder.push(Op::SetLen {
+            file: self.name.clone(),
+            len,
+        });
         if std::mem::take(&mut self.recorder.state.lock().unwrap().fail_next_set_len) {
             return Err(injected("truncate"));
         }
