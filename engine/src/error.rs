@@ -83,7 +83,7 @@ pub enum Error {
 
     /// Acknowledged bytes are damaged, or the directory's structure is wrong.
     #[error(
-        "corrupt log: {file} at offset {offset}: {reason}; the log was left untouched, restore this file from a replica or backup"
+        "corrupt log: {file} at offset {offset}: {reason}; the log was left untouched"
     )]
     Corrupt {
         /// The damaged file.

@@ -22,6 +22,8 @@ impl PosixVfs {
 #[derive(Debug)]
 struct PosixFile {
     file: File,
+    /// For error messages: every error names the file.
+    path: std::path::PathBuf,
 }
 
 fn with_path(error: io::Error, what: &str, path: &Path) -> io::Error {
@@ -39,7 +41,10 @@ impl Vfs for PosixVfs {
         let file = options
             .open(path)
             .map_err(|error| with_path(error, "open", path))?;
-        Ok(Box::new(PosixFile { file }))
+        Ok(Box::new(PosixFile {
+            file,
+            path: path.to_path_buf(),
+        }))
     }
 
     fn list_dir(&self, dir: &Path) -> io::Result<Vec<DirEntry>> {
@@ -90,33 +95,51 @@ impl Vfs for PosixVfs {
     }
 }
 
+impl PosixFile {
+    fn named(&self, what: &str, error: io::Error) -> io::Error {
+        with_path(error, what, &self.path)
+    }
+}
+
 impl VfsFile for PosixFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         loop {
             match self.file.read_at(buf, offset) {
                 Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
-                result => return result,
+                result => return result.map_err(|error| self.named("read", error)),
             }
         }
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.file.write_all_at(buf, offset)
+        self.file
+            .write_all_at(buf, offset)
+            .map_err(|error| self.named("write", error))
     }
 
     fn len(&self) -> io::Result<u64> {
-        Ok(self.file.metadata()?.len())
+        Ok(self
+            .file
+            .metadata()
+            .map_err(|error| self.named("stat", error))?
+            .len())
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
-        self.file.set_len(len)
+        self.file
+            .set_len(len)
+            .map_err(|error| self.named("truncate", error))
     }
 
     fn sync_data(&self) -> io::Result<()> {
-        self.file.sync_data()
+        self.file
+            .sync_data()
+            .map_err(|error| self.named("fdatasync", error))
     }
 
     fn sync_all(&self) -> io::Result<()> {
-        self.file.sync_all()
+        self.file
+            .sync_all()
+            .map_err(|error| self.named("fsync", error))
     }
 }

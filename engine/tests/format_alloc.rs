@@ -1,0 +1,118 @@
+//! `append_record` into a buffer with room allocates nothing, and
+//! `parse_record` never does: the write path reuses one buffer per append
+//! and recovery parses at scan speed.
+//!
+//! A counting global allocator lives in this file alone (it would count for
+//! every test in the binary). It counts per thread, so the test harness's
+//! own allocations on other threads do not disturb the counts.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+use durlog::{HEADER_SIZE, append_record, parse_record};
+
+struct CountingAllocator;
+
+thread_local! {
+    /// Allocations (alloc, alloc_zeroed and realloc) made by this thread.
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn count_one() {
+    // `try_with`: the thread-local may already be gone while a thread exits.
+    let _ = ALLOCATIONS.try_with(|count| count.set(count.get() + 1));
+}
+
+// SAFETY: every method forwards to `System` with the caller's arguments
+// unchanged; counting touches only a const-initialised thread-local `Cell`,
+// which neither allocates nor unwinds.
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count_one();
+        // SAFETY: forwarded as received; the caller upholds `alloc`'s contract.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count_one();
+        // SAFETY: as for `alloc`.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count_one();
+        // SAFETY: `ptr` came from this allocator, which is `System`.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from this allocator, which is `System`.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: CountingAllocator = CountingAllocator;
+
+/// Allocations this thread makes while running `f`.
+fn allocations_during(f: impl FnOnce()) -> u64 {
+    let before = ALLOCATIONS.with(Cell::get);
+    f();
+    ALLOCATIONS.with(Cell::get) - before
+}
+
+#[test]
+fn the_counter_sees_allocations() {
+    // Without this, a counter that never counts would pass every test here.
+    let counted = allocations_during(|| {
+        let mut buffer = std::hint::black_box(Vec::<u8>::with_capacity(8));
+        buffer.extend_from_slice(&[0; 64]);
+        std::hint::black_box(buffer);
+    });
+    assert_eq!(counted, 2, "one alloc and one realloc");
+}
+
+#[test]
+fn append_record_into_a_reused_buffer_allocates_nothing() {
+    let payloads: Vec<Vec<u8>> = [0, 1, 16, 100, 1024, 64 * 1024]
+        .into_iter()
+        .map(|len| vec![0xA5; len])
+        .collect();
+    let mut buffer = Vec::with_capacity(HEADER_SIZE + 64 * 1024);
+    let capacity = buffer.capacity();
+    let counted = allocations_during(|| {
+        for round in 0..100_u64 {
+            for payload in &payloads {
+                buffer.clear();
+                append_record(&mut buffer, round + 1, payload);
+                std::hint::black_box(&buffer);
+            }
+        }
+    });
+    assert_eq!(
+        counted, 0,
+        "append_record allocated into a buffer with room"
+    );
+    assert_eq!(buffer.capacity(), capacity);
+    // Appending several records back to back into room already there
+    // allocates nothing either (a group commit's buffer).
+    buffer.clear();
+    let counted = allocations_during(|| {
+        for seq in 1..=3 {
+            append_record(&mut buffer, seq, &payloads[4]);
+        }
+    });
+    assert_eq!(counted, 0);
+}
+
+#[test]
+fn parse_record_allocates_nothing() {
+    let mut record = Vec::new();
+    append_record(&mut record, 7, &[1; 1000]);
+    let counted = allocations_during(|| {
+        for cut in [record.len(), record.len() - 1, 3] {
+            let _ = std::hint::black_box(parse_record(&record[..cut]));
+        }
+    });
+    assert_eq!(counted, 0);
+}
