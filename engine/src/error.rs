@@ -82,9 +82,7 @@ pub enum Error {
     Poisoned,
 
     /// Acknowledged bytes are damaged, or the directory's structure is wrong.
-    #[error(
-        "corrupt log: {file} at offset {offset}: {reason}; the log was left untouched"
-    )]
+    #[error("corrupt log: {file} at offset {offset}: {reason}; the log was left untouched")]
     Corrupt {
         /// The damaged file.
         file: PathBuf,

@@ -28,7 +28,7 @@ pub use format::{
 };
 pub use log::{
     Clock, DEFAULT_SEGMENT_BYTES, FAILPOINT_AFTER_WRITE, Failpoint, Log, Options,
-    SEGMENT_BYTES_MAX, Ticket,
+    SEGMENT_BYTES_MAX, Ticket, Tuning,
 };
 pub use recovery::{GROUP_BYTES_MAX, RecoveryReport, Tail};
 pub use stats::{Histogram, Stats};

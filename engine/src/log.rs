@@ -81,6 +81,30 @@ impl std::fmt::Debug for Options {
     }
 }
 
+/// Knobs beyond [`Options`], for benchmarks and the simulator; the
+/// defaults suit production (`Log::open` uses them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tuning {
+    /// Preallocate once the active segment holds this many record bytes:
+    /// extend it with zeros ahead of its records, written and synced with a
+    /// group, so that later appends overwrite in place and their
+    /// `fdatasync` changes no file size (no metadata journal commit).
+    /// `u64::MAX` turns preallocation off. Small logs stay exact.
+    pub preallocate_after_bytes: u64,
+    /// Zeros added per extension, at most: never past `segment_bytes`, and
+    /// never so that the files' total length passes the quota.
+    pub preallocate_chunk_bytes: u64,
+}
+
+impl Default for Tuning {
+    fn default() -> Tuning {
+        Tuning {
+            preallocate_after_bytes: 64 << 10,
+            preallocate_chunk_bytes: 1 << 20,
+        }
+    }
+}
+
 /// A queued append's handle, to collect its outcome.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Ticket(u64);
@@ -100,6 +124,7 @@ pub struct Log {
     /// The writer side, touched only by the current leader.
     writer: Mutex<Writer>,
     handles: Mutex<Handles>,
+    tuning: Tuning,
 }
 
 /// State every caller sees, under one lock.
@@ -127,6 +152,9 @@ struct Shared {
 struct Writer {
     /// Read-write handle of the last segment, if any exists.
     file: Option<Arc<dyn VfsFile>>,
+    /// The last segment's length on disk: its records and the zeros
+    /// preallocated after them.
+    allocated: u64,
     /// The group's bytes; reused so steady appends do not allocate here.
     buf: Vec<u8>,
 }
@@ -156,6 +184,10 @@ struct Group {
     offset: u64,
     /// Length of the current last segment's records (cut to before a roll).
     previous_len: u64,
+    /// Record bytes in the segments before the one written to: the quota
+    /// leaves the written segment's file `max_bytes - sealed_bytes` bytes,
+    /// zero tail included.
+    sealed_bytes: u64,
     members: Vec<Member>,
     /// Appends refused while forming the group; their outcome waits for the
     /// group's, because they were checked against its members.
@@ -195,20 +227,43 @@ impl Log {
         dir: impl AsRef<Path>,
         options: Options,
     ) -> Result<Log, Error> {
-        Log::open_arc(Arc::new(vfs), dir.as_ref(), options, false)
+        Log::open_arc(
+            Arc::new(vfs),
+            dir.as_ref(),
+            options,
+            Tuning::default(),
+            false,
+        )
     }
 
     /// Opens the log in `dir` for reading only: nothing on disk changes (no
     /// directory is created, no torn tail truncated, nothing synced), and
     /// appends fail with `Error::ReadOnly`. Reads see the valid records.
     pub fn open_read_only(vfs: impl Vfs + 'static, dir: impl AsRef<Path>) -> Result<Log, Error> {
-        Log::open_arc(Arc::new(vfs), dir.as_ref(), Options::default(), true)
+        Log::open_arc(
+            Arc::new(vfs),
+            dir.as_ref(),
+            Options::default(),
+            Tuning::default(),
+            true,
+        )
+    }
+
+    /// [`Log::open_with_vfs`] with [`Tuning`] knobs.
+    pub fn open_tuned(
+        vfs: impl Vfs + 'static,
+        dir: impl AsRef<Path>,
+        options: Options,
+        tuning: Tuning,
+    ) -> Result<Log, Error> {
+        Log::open_arc(Arc::new(vfs), dir.as_ref(), options, tuning, false)
     }
 
     fn open_arc(
         vfs: Arc<dyn Vfs>,
         dir: &Path,
         options: Options,
+        tuning: Tuning,
         read_only: bool,
     ) -> Result<Log, Error> {
         if !read_only {
@@ -245,6 +300,7 @@ impl Log {
         }
 
         let size = scanned.segments.iter().map(|segment| segment.len).sum();
+        let scanned_active_len = scanned.segments.last().map_or(0, |segment| segment.len);
         let stats = Stats {
             syncs,
             ..Stats::default()
@@ -277,9 +333,11 @@ impl Log {
             published: Condvar::new(),
             writer: Mutex::new(Writer {
                 file: active,
+                allocated: scanned_active_len,
                 buf: Vec::new(),
             }),
             handles: Mutex::new(Handles::default()),
+            tuning,
         })
     }
 
@@ -428,17 +486,21 @@ impl Log {
             segment: shared.segments.len().saturating_sub(1) as u32,
             offset: last.map_or(0, |segment| segment.len),
             previous_len: last.map_or(0, |segment| segment.len),
+            sealed_bytes: shared.size - last.map_or(0, |segment| segment.len),
             members: Vec::new(),
             refused: Vec::new(),
             bytes: 0,
         };
-        // Versions the group's members leave their streams at.
-        let mut versions: BTreeMap<String, u64> = BTreeMap::new();
         let mut size = shared.size;
         while let Some(pending) = shared.queue.front() {
-            let current = versions
-                .get(&pending.stream)
-                .copied()
+            // The version the group's earlier members leave the stream at
+            // (groups are small: a scan beats a map of cloned names).
+            let current = group
+                .members
+                .iter()
+                .rev()
+                .find(|member| member.pending.stream == pending.stream)
+                .map(|member| member.first_version + u64::from(member.pending.count) - 1)
                 .unwrap_or_else(|| shared.index.version(&pending.stream));
             let record_len = pending.record_len();
             let refusal = if !pending.expected.matches(current) {
@@ -472,6 +534,7 @@ impl Log {
                 group.roll_to = Some(shared.last_seq + 1);
                 group.segment = shared.segments.len() as u32;
                 group.offset = 0;
+                group.sealed_bytes = shared.size;
             }
             if !group.members.is_empty() && group.bytes + record_len > GROUP_BYTES_MAX {
                 break;
@@ -480,7 +543,6 @@ impl Log {
             let at = first_version_offset(pending.stream.len());
             pending.payload[at..at + 8].copy_from_slice(&(current + 1).to_le_bytes());
             let seq = shared.last_seq + 1 + group.members.len() as u64;
-            versions.insert(pending.stream.clone(), current + u64::from(pending.count));
             size += record_len;
             group.bytes += record_len;
             group.members.push(Member {
@@ -498,21 +560,31 @@ impl Log {
     fn write_group(&self, group: &Group) -> Result<(), GroupFailure> {
         let mut writer = lock(&self.writer);
         if let Some(first_seq) = group.roll_to {
-            self.roll(&mut writer, first_seq, group.previous_len)
-                .map_err(|error| GroupFailure {
-                    error,
-                    poisoned: false,
-                    rolled: false,
-                })?;
+            self.roll(&mut writer, first_seq, group.previous_len)?;
         }
         let rolled = group.roll_to.is_some();
-        let Writer { file, buf } = &mut *writer;
+        let Writer {
+            file,
+            allocated,
+            buf,
+        } = &mut *writer;
         let file = Arc::clone(file.as_ref().expect("a segment exists after a roll"));
         buf.clear();
         for member in &group.members {
             append_record(buf, member.seq, &member.pending.payload);
         }
         debug_assert_eq!(buf.len() as u64, group.bytes);
+        // Preallocation rides on the group's own write and sync: zeros
+        // after the records, so the next appends overwrite in place.
+        let end = group.offset + group.bytes;
+        let extended = if end > *allocated {
+            self.preallocation_end(group, end)
+        } else {
+            0
+        };
+        if extended > end {
+            buf.resize((extended - group.offset) as usize, 0);
+        }
         let result = file
             .write_at(buf, group.offset)
             .and_then(|()| {
@@ -522,11 +594,13 @@ impl Log {
             })
             .and_then(|()| file.sync_data());
         let Err(error) = result else {
+            *allocated = (*allocated).max(extended).max(end);
             return Ok(());
         };
         // Never retry the sync and trust it: the kernel may have dropped
         // the dirty pages. Cut the record off instead, durably, so it can
         // never reappear after a restart.
+        *allocated = group.offset;
         let cut_back = file.set_len(group.offset).and_then(|()| file.sync_data());
         Err(GroupFailure {
             error: Error::Io(error),
@@ -535,36 +609,89 @@ impl Log {
         })
     }
 
+    /// How far the group's write should extend the segment with zeros: 0
+    /// while preallocation is off or the segment small, else a chunk past
+    /// `end`, never past `segment_bytes` nor the quota.
+    fn preallocation_end(&self, group: &Group, end: u64) -> u64 {
+        if end < self.tuning.preallocate_after_bytes {
+            return 0;
+        }
+        let mut limit = self
+            .segment_bytes
+            .min(end.saturating_add(self.tuning.preallocate_chunk_bytes));
+        if self.max_bytes > 0 {
+            limit = limit.min(self.max_bytes.saturating_sub(group.sealed_bytes));
+        }
+        limit
+    }
+
     /// Makes the segment for `first_seq` the active one: the current one is
     /// cut to its last record, then the new file is created and the
     /// directory synced, all before any record in it is acknowledged.
-    fn roll(&self, writer: &mut Writer, first_seq: u64, previous_len: u64) -> Result<(), Error> {
+    ///
+    /// A failed sync here poisons the log rather than being retried: a
+    /// retried sync may report success for a cut or an entry the kernel
+    /// dropped, and recovery (which a reopen runs) does both right.
+    fn roll(
+        &self,
+        writer: &mut Writer,
+        first_seq: u64,
+        previous_len: u64,
+    ) -> Result<(), GroupFailure> {
+        let poison = |error: io::Error| GroupFailure {
+            error: Error::Io(error),
+            poisoned: true,
+            rolled: false,
+        };
         if let Some(previous) = &writer.file
-            && previous.len()? > previous_len
+            && writer.allocated > previous_len
         {
-            previous.set_len(previous_len)?;
-            previous.sync_data()?;
+            previous
+                .set_len(previous_len)
+                .and_then(|()| previous.sync_data())
+                .map_err(poison)?;
+            writer.allocated = previous_len;
         }
         let path = self.dir.join(segment_name(first_seq));
         let file = match self.vfs.open(&path, OpenMode::CreateNew) {
             Ok(file) => file,
-            // Left by an earlier roll whose directory sync failed: reuse it
-            // if it holds nothing.
+            // Left by an earlier life of the log that crashed before it wrote
+            // a record there: reuse it if it holds nothing.
             Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {
-                let file = self.vfs.open(&path, OpenMode::ReadWrite)?;
-                if !file.is_empty()? {
-                    return Err(Error::Corrupt {
-                        file: path,
-                        offset: 0,
-                        reason: "a segment the log is about to create already holds data".into(),
-                    });
+                let reused = self
+                    .vfs
+                    .open(&path, OpenMode::ReadWrite)
+                    .and_then(|file| Ok((file.is_empty()?, file)));
+                match reused {
+                    Ok((true, file)) => file,
+                    Ok((false, _)) => {
+                        return Err(GroupFailure {
+                            error: Error::Corrupt {
+                                file: path,
+                                offset: 0,
+                                reason: "a segment the log is about to create already holds data"
+                                    .into(),
+                            },
+                            poisoned: true,
+                            rolled: false,
+                        });
+                    }
+                    Err(error) => return Err(poison(error)),
                 }
-                file
             }
-            Err(error) => return Err(Error::Io(error)),
+            // Nothing was created: the group fails, the log goes on.
+            Err(error) => {
+                return Err(GroupFailure {
+                    error: Error::Io(error),
+                    poisoned: false,
+                    rolled: false,
+                });
+            }
         };
-        self.vfs.sync_dir(&self.dir)?;
+        // From here the file exists: a failure leaves it for recovery.
+        self.vfs.sync_dir(&self.dir).map_err(poison)?;
         writer.file = Some(Arc::from(file));
+        writer.allocated = 0;
         Ok(())
     }
 

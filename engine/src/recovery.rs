@@ -398,7 +398,9 @@ impl Scanner {
             return Err(corrupt(
                 path,
                 offset,
-                format!("{reason} (in a sealed segment: acknowledged data is damaged; restore the file from a replica or backup)"),
+                format!(
+                    "{reason} (in a sealed segment: acknowledged data is damaged; restore the file from a replica or backup)"
+                ),
             ));
         }
         let file_len = window.file_len();

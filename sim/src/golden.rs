@@ -64,12 +64,15 @@ fn record(seq: u64, stream: &str, first_version: u64, events: &[(&str, &[u8], i6
     out
 }
 
-/// Checks the directory against the model, as the module doc says.
+/// Checks the directory against the model, as the module doc says. The
+/// last segment may carry a zero tail (preallocation) up to the segment
+/// limit; all files together never pass the quota.
 pub fn check_layout(
     vfs: &SimVfs,
     dir: &Path,
     model: &Model,
     segment_bytes: u64,
+    max_bytes: u64,
 ) -> Result<(), String> {
     let expected: Vec<(u64, Vec<u8>)> = model
         .records()
@@ -92,14 +95,17 @@ pub fn check_layout(
         .map(|entry| entry.name)
         .collect();
     let mut next = 0;
+    let mut disk_bytes = 0;
     for (position, name) in names.iter().enumerate() {
         let bytes = vfs
             .file_contents(&dir.join(name))
             .ok_or_else(|| format!("{name} vanished"))?;
+        disk_bytes += bytes.len() as u64;
         let is_last = position + 1 == names.len();
-        if bytes.is_empty() {
+        let zeros_only = bytes.iter().all(|&byte| byte == 0);
+        if zeros_only {
             if !is_last {
-                return Err(format!("sealed segment {name} is empty"));
+                return Err(format!("sealed segment {name} holds no record"));
             }
             let seq = expected
                 .get(next)
@@ -109,6 +115,7 @@ pub fn check_layout(
                     "the empty last segment is {name}, the next seq is {seq}"
                 ));
             }
+            check_zero_tail(name, bytes.len() as u64, 0, segment_bytes)?;
             continue;
         }
         let Some((first_seq, _)) = expected.get(next) else {
@@ -122,6 +129,10 @@ pub fn check_layout(
         let mut offset = 0;
         let mut records = 0;
         while offset < bytes.len() {
+            if is_last && bytes[offset..].iter().all(|&byte| byte == 0) {
+                check_zero_tail(name, bytes.len() as u64, offset as u64, segment_bytes)?;
+                break;
+            }
             let Some((seq, want)) = expected.get(next) else {
                 return Err(format!(
                     "{name} at offset {offset}: bytes past the last acknowledged record"
@@ -136,17 +147,37 @@ pub fn check_layout(
             next += 1;
             records += 1;
         }
-        if bytes.len() as u64 > segment_bytes && records > 1 {
+        if offset as u64 > segment_bytes && records > 1 {
             return Err(format!(
-                "{name} holds {} bytes in {records} records, over the segment limit {segment_bytes}",
-                bytes.len()
+                "{name} holds {offset} bytes in {records} records, over the segment limit {segment_bytes}"
             ));
         }
+    }
+    if max_bytes > 0 && disk_bytes > max_bytes {
+        return Err(format!(
+            "the segments take {disk_bytes} bytes on disk, past the quota {max_bytes}"
+        ));
     }
     if next != expected.len() {
         return Err(format!(
             "{} acknowledged records are missing from the segments",
             expected.len() - next
+        ));
+    }
+    Ok(())
+}
+
+/// A preallocated zero tail never takes a segment past its limit (a
+/// segment holding one oversized record gets none).
+fn check_zero_tail(
+    name: &str,
+    file_len: u64,
+    records_end: u64,
+    segment_bytes: u64,
+) -> Result<(), String> {
+    if file_len > segment_bytes.max(records_end) {
+        return Err(format!(
+            "{name}: a zero tail takes it to {file_len} bytes, past the segment limit {segment_bytes}"
         ));
     }
     Ok(())

@@ -114,6 +114,9 @@ pub struct Plan {
     pub max_bytes: u64,
     pub streams: u32,
     pub clients: u32,
+    /// Preallocation settings: often on with tiny chunks, so that faults
+    /// land in preallocated zero tails.
+    pub tuning: durlog::Tuning,
     pub actions: Vec<Action>,
     /// Canary runs corrupt the model before this step.
     pub canary_step: Option<usize>,
@@ -164,6 +167,17 @@ impl Plan {
         } else {
             0
         };
+        let tuning = if rng.random_bool(0.3) {
+            durlog::Tuning {
+                preallocate_after_bytes: u64::MAX,
+                ..durlog::Tuning::default()
+            }
+        } else {
+            durlog::Tuning {
+                preallocate_after_bytes: [0, 100, 1000][weighted(&mut rng, &[2, 1, 1])],
+                preallocate_chunk_bytes: rng.random_range(1..=8192),
+            }
+        };
         let streams = rng.random_range(1..=8);
         let clients = if rng.random_bool(0.4) {
             1
@@ -203,6 +217,7 @@ impl Plan {
             max_bytes,
             streams,
             clients,
+            tuning,
             actions,
             canary_step,
         }

@@ -256,13 +256,14 @@ impl<'a> World<'a> {
     fn run(&mut self, keep: Option<&[bool]>) -> Result<(), Violation> {
         let at = |step: usize| move |message: String| Violation { step, message };
         self.note(format!(
-            "seed {} faults [{}] segment_bytes {} max_bytes {} streams {} clients {}",
+            "seed {} faults [{}] segment_bytes {} max_bytes {} streams {} clients {} {:?}",
             self.plan.seed,
             self.plan.faults,
             self.plan.segment_bytes,
             self.plan.max_bytes,
             self.plan.streams,
-            self.plan.clients
+            self.plan.clients,
+            self.plan.tuning
         ));
         self.reopen(CrashSpec::None).map_err(at(0))?;
         for (step, action) in self.plan.actions.iter().enumerate() {
@@ -285,8 +286,9 @@ impl<'a> World<'a> {
             }
             self.result.counters.cycles += 1;
             self.note(format!("{step:4}: {action}"));
-            self.act(action).map_err(at(step))?;
+            let outcome = self.act(action);
             self.note_disk_ops();
+            outcome.map_err(at(step))?;
             self.result.counters.log_bytes_max =
                 self.result.counters.log_bytes_max.max(self.model.size());
         }
@@ -430,6 +432,21 @@ impl<'a> World<'a> {
             };
             return self.power_loss(point, CrashSpec::None, false);
         }
+        // Preallocation stays inside the segment limit and the quota, and
+        // the bytes stay as FORMAT.md says, between reopens too.
+        if self.model.size() <= LAYOUT_CHECK_BYTES_MAX
+            && self.in_doubt.is_empty()
+            && !self.log().is_poisoned()
+            && self.damage().is_empty()
+        {
+            crate::golden::check_layout(
+                &self.vfs,
+                std::path::Path::new(LOG_DIR),
+                &self.model,
+                self.plan.segment_bytes,
+                self.max_bytes,
+            )?;
+        }
         if self.log().is_poisoned() {
             self.note("      the log is poisoned: restart the process".into());
             return self.restart(CrashSpec::None);
@@ -504,7 +521,7 @@ impl<'a> World<'a> {
                     || needed <= limit
                 {
                     return Err(format!(
-                        "quota refusal (limit {limit}, needed {needed}) but the model says limit {}, needed {wanted}",
+                        "quota refusal (limit {limit}, needed {needed}) of an append the model allows (limit {}, the log would reach {wanted})",
                         self.max_bytes
                     ));
                 }
@@ -649,7 +666,8 @@ impl<'a> World<'a> {
                 self.vfs.crash_after_ops(n);
             }
             let faults_before = self.op_faults_injected();
-            let opened = Log::open_with_vfs(self.vfs.clone(), LOG_DIR, self.options());
+            let opened =
+                Log::open_tuned(self.vfs.clone(), LOG_DIR, self.options(), self.plan.tuning);
             self.vfs.crash_after_ops(0);
             self.result.counters.reopens += 1;
             match opened {
@@ -732,12 +750,17 @@ impl<'a> World<'a> {
         self.check_log(log)?;
         // The bytes themselves, encoded independently (cheap enough for
         // small logs at every reopen; big ones are checked at the end).
-        if self.model.size() <= LAYOUT_CHECK_BYTES_MAX || self.final_reopen {
+        // Damage (a misdirected write, a flipped bit) may sit in bytes that
+        // were rightly kept, so the byte check needs an undamaged disk.
+        if (self.model.size() <= LAYOUT_CHECK_BYTES_MAX || self.final_reopen)
+            && self.damage().is_empty()
+        {
             crate::golden::check_layout(
                 &self.vfs,
                 std::path::Path::new(LOG_DIR),
                 &self.model,
                 self.plan.segment_bytes,
+                self.max_bytes,
             )?;
         }
         // The directory itself: a read-only scan must now find it clean.
