@@ -142,10 +142,6 @@ struct Shared {
     poisoned: bool,
     /// Opened with `open_read_only`: appends are refused.
     read_only: bool,
-    /// A roll failed, possibly after creating the new segment file: the
-    /// next group must finish it before writing anything, or records would
-    /// land in the old segment while a file named for their seq exists.
-    roll_required: bool,
     stats: Stats,
 }
 
@@ -326,7 +322,6 @@ impl Log {
                 committing: false,
                 poisoned: false,
                 read_only,
-                roll_required: false,
                 stats,
             }),
             recovery: report,
@@ -522,8 +517,7 @@ impl Log {
                 group.refused.push((pending, error));
                 continue;
             }
-            let must_roll =
-                group.roll_to.is_none() && (shared.roll_required || shared.segments.is_empty());
+            let must_roll = group.roll_to.is_none() && shared.segments.is_empty();
             let segment_used = group.offset + group.bytes;
             let fits = !must_roll
                 && (segment_used == 0 || segment_used + record_len <= self.segment_bytes);
@@ -710,9 +704,6 @@ impl Log {
             Ok(()) => group.roll_to.is_some(),
             Err(failure) => failure.rolled,
         };
-        if group.roll_to.is_some() {
-            shared.roll_required = !rolled;
-        }
         if rolled {
             let first_seq = group.roll_to.expect("rolled implies a roll");
             shared.segments.push(SegmentMeta {

@@ -14,7 +14,9 @@ use durlog_vfs::{Damage, FaultKind, SimVfs, Vfs};
 use crate::model::{Model, ModelEvent};
 use crate::plan::{Action, CrashSpec, ExpectedSpec, Plan, QuotaChange};
 
-/// Where every simulated log lives.
+/// Where a simulated log lives. After a (rightly) refused corruption the
+/// run goes on with a fresh log in `LOG_DIR-1`, `LOG_DIR-2`, ..., so that
+/// the damage records of the old one excuse nothing in the new one.
 pub const LOG_DIR: &str = "/sim/log";
 
 /// Times the clock hands out: nanoseconds, never whole seconds, so a log
@@ -202,6 +204,9 @@ struct World<'a> {
     ended: bool,
     /// The last reopen of the run is under way.
     final_reopen: bool,
+    /// The log's directory, and how many times the run started over.
+    dir: std::path::PathBuf,
+    generation: u32,
     result: SeedResult,
     trace: Option<Vec<String>>,
 }
@@ -232,6 +237,8 @@ impl<'a> World<'a> {
             max_bytes: plan.max_bytes,
             ended: false,
             final_reopen: false,
+            dir: std::path::PathBuf::from(LOG_DIR),
+            generation: 0,
             result: SeedResult::default(),
             trace: trace.then(Vec::new),
         }
@@ -441,7 +448,7 @@ impl<'a> World<'a> {
         {
             crate::golden::check_layout(
                 &self.vfs,
-                std::path::Path::new(LOG_DIR),
+                self.dir.as_path(),
                 &self.model,
                 self.plan.segment_bytes,
                 self.max_bytes,
@@ -587,8 +594,11 @@ impl<'a> World<'a> {
         Ok(())
     }
 
+    /// Damage done to the current log (not to the ones the run left).
     fn damage(&self) -> Vec<Damage> {
-        self.vfs.damage()
+        let mut damage = self.vfs.damage();
+        damage.retain(|damage| damage.path.starts_with(&self.dir));
+        damage
     }
 
     fn damage_in(&self, file: &std::path::Path) -> bool {
@@ -666,8 +676,12 @@ impl<'a> World<'a> {
                 self.vfs.crash_after_ops(n);
             }
             let faults_before = self.op_faults_injected();
-            let opened =
-                Log::open_tuned(self.vfs.clone(), LOG_DIR, self.options(), self.plan.tuning);
+            let opened = Log::open_tuned(
+                self.vfs.clone(),
+                &self.dir,
+                self.options(),
+                self.plan.tuning,
+            );
             self.vfs.crash_after_ops(0);
             self.result.counters.reopens += 1;
             match opened {
@@ -700,8 +714,8 @@ impl<'a> World<'a> {
                         file.display()
                     ));
                     self.recovered(Recovery::CorruptionRefused);
-                    self.ended = true;
-                    return Ok(());
+                    self.start_over();
+                    continue;
                 }
                 Err(Error::Io(error)) if self.op_faults_injected() > faults_before => {
                     self.note(format!(
@@ -717,6 +731,16 @@ impl<'a> World<'a> {
         self.recovered(Recovery::GaveUp);
         self.ended = true;
         Ok(())
+    }
+
+    /// Goes on with a fresh, empty log in a new directory.
+    fn start_over(&mut self) {
+        self.generation += 1;
+        self.dir = std::path::PathBuf::from(format!("{LOG_DIR}-{}", self.generation));
+        self.model = Model::default();
+        self.in_doubt.clear();
+        self.max_bytes = self.plan.max_bytes;
+        self.note(format!("      starting over in {}", self.dir.display()));
     }
 
     /// The oracle after every reopen.
@@ -757,14 +781,14 @@ impl<'a> World<'a> {
         {
             crate::golden::check_layout(
                 &self.vfs,
-                std::path::Path::new(LOG_DIR),
+                self.dir.as_path(),
                 &self.model,
                 self.plan.segment_bytes,
                 self.max_bytes,
             )?;
         }
         // The directory itself: a read-only scan must now find it clean.
-        match recovery::verify(&self.vfs, std::path::Path::new(LOG_DIR)) {
+        match recovery::verify(&self.vfs, self.dir.as_path()) {
             Ok(scan) if scan.tail == Tail::Clean && scan.last_seq == recovered => Ok(()),
             Ok(scan) => Err(format!("after reopen the directory is not clean: {scan:?}")),
             Err(_) if self.plan.faults.is_enabled(FaultKind::BitFlipOnRead) => Ok(()),
@@ -780,12 +804,10 @@ impl<'a> World<'a> {
     fn excuse_loss(&self, log: &Log, recovered: u64, acked: u64) -> Check {
         let files: Vec<String> = self
             .vfs
-            .list_dir(std::path::Path::new(LOG_DIR))
+            .list_dir(self.dir.as_path())
             .map(|entries| entries.into_iter().map(|entry| entry.name).collect())
             .unwrap_or_default();
-        let last = files
-            .last()
-            .map(|name| std::path::Path::new(LOG_DIR).join(name));
+        let last = files.last().map(|name| self.dir.as_path().join(name));
         let last_len = last
             .as_ref()
             .and_then(|path| self.vfs.file_contents(path))
