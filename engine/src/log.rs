@@ -817,19 +817,21 @@ impl Log {
         first_seq: u64,
         buf: &mut Vec<u8>,
     ) -> Result<Vec<Event>, Error> {
-        let path = self.dir.join(segment_name(first_seq));
-        let file = lock(&self.handles).get(self.vfs.as_ref(), location.segment, &path)?;
+        // Names are built only to open a file or report damage: a read of
+        // a cached segment formats nothing.
+        let path = || self.dir.join(segment_name(first_seq));
+        let file = lock(&self.handles).get(self.vfs.as_ref(), location.segment, path)?;
         let offset = u64::from(location.offset);
         let mut reason = String::new();
         for _ in 0..2 {
-            read_record_bytes(file.as_ref(), offset, buf)?;
-            match check_read(buf, stream, location.first_version) {
+            let bytes = read_record_bytes(file.as_ref(), offset, buf)?;
+            match check_read(bytes, stream, location.first_version) {
                 Ok(events) => return Ok(events),
                 Err(why) => reason = why,
             }
         }
         Err(Error::Corrupt {
-            file: path,
+            file: path(),
             offset,
             reason,
         })

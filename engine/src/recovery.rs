@@ -403,9 +403,11 @@ impl Scanner {
                 ),
             ));
         }
-        let file_len = window.file_len();
-        let bytes = file_len - offset;
-        if all_zero(window, offset, file_len)? {
+        let bytes = window.file_len() - offset;
+        // Every rule below reads the evidence from one stable copy: a
+        // flaky read must not hide the record that proves damage.
+        let rest = stable_bytes(window, path, offset, bytes)?;
+        if rest.iter().all(|&byte| byte == 0) {
             return Ok(Tail::Zeros {
                 file: path.to_path_buf(),
                 offset,
@@ -413,7 +415,6 @@ impl Scanner {
             });
         }
         let expected = self.next_seq;
-        let rest = window.bytes(offset, bytes)?.to_vec();
         if let Ok(record) = parse_record(&rest)
             && record.seq > expected
         {
@@ -435,9 +436,8 @@ impl Scanner {
                 ),
             ));
         }
-        if let Some((later_offset, later_seq)) =
-            later_record_beyond_group(window, offset, expected - 1)?
-        {
+        if let Some((later, later_seq)) = later_record_beyond_group(&rest, expected - 1) {
+            let later_offset = offset + later as u64;
             return Err(corrupt(
                 path,
                 offset,
@@ -560,52 +560,56 @@ fn record_region(window: &mut Window<'_>, offset: u64) -> io::Result<Vec<u8>> {
     Ok(window.bytes(offset, HEADER_SIZE as u64 + claimed)?.to_vec())
 }
 
-fn all_zero(window: &mut Window<'_>, from: u64, to: u64) -> io::Result<bool> {
-    let mut offset = from;
-    while offset < to {
-        let chunk = window.bytes(offset, (to - offset).min(1 << 20))?;
-        if chunk.iter().any(|&byte| byte != 0) {
-            return Ok(false);
+/// `len` bytes at `offset`, read until two reads in a row agree: what
+/// recovery acts on must not be the product of one flaky read.
+fn stable_bytes(
+    window: &mut Window<'_>,
+    path: &Path,
+    offset: u64,
+    len: u64,
+) -> Result<Vec<u8>, Error> {
+    let mut previous = window.bytes(offset, len)?.to_vec();
+    for _ in 0..REREADS_MAX {
+        window.invalidate();
+        let again = window.bytes(offset, len)?;
+        if again == previous.as_slice() {
+            return Ok(previous);
         }
-        offset += chunk.len() as u64;
+        previous = again.to_vec();
     }
-    Ok(true)
+    Err(Error::Io(io::Error::other(format!(
+        "{}: {REREADS_MAX} reads of {len} bytes at offset {offset} returned different bytes; the device is unstable, not retrying recovery",
+        path.display()
+    ))))
 }
 
-/// A valid record after damage at `damage`, with a seq above `last_good`,
-/// that ends more than [`GROUP_BYTES_MAX`] past the damage: proof that the
-/// damage is not a torn write. Returns its offset and seq.
-fn later_record_beyond_group(
-    window: &mut Window<'_>,
-    damage: u64,
-    last_good: u64,
-) -> io::Result<Option<(u64, u64)>> {
-    let file_len = window.file_len();
-    if file_len - damage <= GROUP_BYTES_MAX {
-        return Ok(None);
+/// A valid record in `rest` (what follows damage at `rest[0]`), with a seq
+/// above `last_good`, that ends more than [`GROUP_BYTES_MAX`] past the
+/// damage: proof that the damage is not a torn write. Returns its offset
+/// in `rest` and its seq.
+fn later_record_beyond_group(rest: &[u8], last_good: u64) -> Option<(usize, u64)> {
+    if rest.len() as u64 <= GROUP_BYTES_MAX {
+        return None;
     }
-    let mut offset = damage + 1;
-    while offset + HEADER_SIZE as u64 <= file_len {
-        let header = window.bytes(offset, HEADER_SIZE as u64)?;
+    for start in 1..rest.len().saturating_sub(HEADER_SIZE - 1) {
+        let header = &rest[start..start + HEADER_SIZE];
         let seq = u64::from_le_bytes(header[8..16].try_into().expect("16-byte header"));
         // Every record between the damage and here takes at least a header,
         // which bounds the seqs that can plausibly start here.
-        let seq_max = last_good + 1 + (offset - damage) / HEADER_SIZE as u64;
-        if seq > last_good && seq <= seq_max {
-            let claimed = u64::from(u32::from_le_bytes(header[..4].try_into().expect("4 bytes")));
-            let end = offset + HEADER_SIZE as u64 + claimed;
-            if end - damage > GROUP_BYTES_MAX && end <= file_len {
-                let bytes = window.bytes(offset, end - offset)?;
-                if let Ok(record) = parse_record(bytes)
-                    && inspect_batch(record.payload).is_ok()
-                {
-                    return Ok(Some((offset, seq)));
-                }
-            }
+        let seq_max = last_good + 1 + (start / HEADER_SIZE) as u64;
+        if seq <= last_good || seq > seq_max {
+            continue;
         }
-        offset += 1;
+        let claimed = u32::from_le_bytes(header[..4].try_into().expect("4 bytes")) as usize;
+        let end = start.saturating_add(HEADER_SIZE).saturating_add(claimed);
+        if end as u64 > GROUP_BYTES_MAX
+            && let Ok(record) = parse_record(&rest[start..])
+            && inspect_batch(record.payload).is_ok()
+        {
+            return Some((start, seq));
+        }
     }
-    Ok(None)
+    None
 }
 
 #[cfg(test)]

@@ -35,19 +35,22 @@ pub(crate) struct SegmentMeta {
 pub(crate) struct Window<'a> {
     file: &'a dyn VfsFile,
     file_len: u64,
+    /// Only `buf[..loaded]` holds file bytes; the rest is left over from
+    /// earlier loads, kept so a reload does not zero memory it overwrites.
     buf: Vec<u8>,
+    loaded: usize,
     /// File offset of `buf[0]`.
     start: u64,
 }
 
 impl<'a> Window<'a> {
     /// A window over `file`, reusing `buf`'s allocation.
-    pub fn new(file: &'a dyn VfsFile, file_len: u64, mut buf: Vec<u8>) -> Window<'a> {
-        buf.clear();
+    pub fn new(file: &'a dyn VfsFile, file_len: u64, buf: Vec<u8>) -> Window<'a> {
         Window {
             file,
             file_len,
             buf,
+            loaded: 0,
             start: 0,
         }
     }
@@ -64,7 +67,7 @@ impl<'a> Window<'a> {
     /// Up to `want` bytes at `offset`; fewer only where the file ends.
     pub fn bytes(&mut self, offset: u64, want: u64) -> io::Result<&[u8]> {
         let want = want.min(self.file_len.saturating_sub(offset));
-        let loaded_end = self.start + self.buf.len() as u64;
+        let loaded_end = self.start + self.loaded as u64;
         if offset < self.start || offset + want > loaded_end {
             self.load(offset, want)?;
         }
@@ -75,7 +78,7 @@ impl<'a> Window<'a> {
     /// Forgets what was loaded, so the next `bytes` reads the file again
     /// (recovery re-reads suspected damage to tell it from a flaky read).
     pub fn invalidate(&mut self) {
-        self.buf.clear();
+        self.loaded = 0;
         self.start = 0;
     }
 
@@ -83,36 +86,44 @@ impl<'a> Window<'a> {
         let len = want
             .max(SCAN_CHUNK_BYTES as u64)
             .min(self.file_len.saturating_sub(offset));
-        self.buf.clear();
-        self.buf.resize(len as usize, 0);
-        read_exact_at(self.file, &mut self.buf, offset)?;
+        let len = len as usize;
+        if self.buf.len() < len {
+            self.buf.resize(len, 0);
+        }
+        self.loaded = 0;
+        read_exact_at(self.file, &mut self.buf[..len], offset)?;
+        self.loaded = len;
         self.start = offset;
         Ok(())
     }
 }
 
 /// Reads the record at `offset` of `file` into `buf` (header included),
-/// fetching only as many bytes as its header claims. The caller parses it.
-pub(crate) fn read_record_bytes(
+/// fetching only as many bytes as its header claims, and returns them (or
+/// fewer, where the file ends). The caller parses them. `buf` keeps its
+/// allocation and is not cleared between calls: zeroing it is wasted work.
+pub(crate) fn read_record_bytes<'b>(
     file: &dyn VfsFile,
     offset: u64,
-    buf: &mut Vec<u8>,
-) -> io::Result<()> {
-    buf.clear();
-    buf.resize(POINT_READ_BYTES, 0);
-    let got = read_up_to(file, buf, offset)?;
-    buf.truncate(got);
+    buf: &'b mut Vec<u8>,
+) -> io::Result<&'b [u8]> {
+    if buf.len() < POINT_READ_BYTES {
+        buf.resize(POINT_READ_BYTES, 0);
+    }
+    let got = read_up_to(file, &mut buf[..POINT_READ_BYTES], offset)?;
     if got < HEADER_SIZE {
-        return Ok(());
+        return Ok(&buf[..got]);
     }
     let payload_len = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
     let needed = HEADER_SIZE + payload_len;
-    if needed > got {
-        buf.resize(needed, 0);
-        let more = read_up_to(file, &mut buf[got..], offset + got as u64)?;
-        buf.truncate(got + more);
+    if needed <= got {
+        return Ok(&buf[..needed]);
     }
-    Ok(())
+    if buf.len() < needed {
+        buf.resize(needed, 0);
+    }
+    let more = read_up_to(file, &mut buf[got..needed], offset + got as u64)?;
+    Ok(&buf[..got + more])
 }
 
 fn read_up_to(file: &dyn VfsFile, buf: &mut [u8], offset: u64) -> io::Result<usize> {
@@ -140,14 +151,14 @@ impl Handles {
         &mut self,
         vfs: &dyn Vfs,
         segment: u32,
-        path: &std::path::Path,
+        path: impl FnOnce() -> std::path::PathBuf,
     ) -> io::Result<Arc<dyn VfsFile>> {
         self.clock += 1;
         if let Some((file, used)) = self.open.get_mut(&segment) {
             *used = self.clock;
             return Ok(Arc::clone(file));
         }
-        let file: Arc<dyn VfsFile> = Arc::from(vfs.open(path, OpenMode::ReadOnly)?);
+        let file: Arc<dyn VfsFile> = Arc::from(vfs.open(&path(), OpenMode::ReadOnly)?);
         if self.open.len() >= OPEN_HANDLES_MAX {
             let oldest = self
                 .open

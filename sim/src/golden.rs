@@ -43,7 +43,12 @@ fn crc32c(parts: &[&[u8]]) -> u32 {
 }
 
 /// The record bytes FORMAT.md gives for one append.
-fn record(seq: u64, stream: &str, first_version: u64, events: &[(&str, &[u8], i64)]) -> Vec<u8> {
+pub fn record(
+    seq: u64,
+    stream: &str,
+    first_version: u64,
+    events: &[(&str, &[u8], i64)],
+) -> Vec<u8> {
     let mut payload = Vec::new();
     payload.extend_from_slice(&(stream.len() as u16).to_le_bytes());
     payload.extend_from_slice(stream.as_bytes());
@@ -74,20 +79,7 @@ pub fn check_layout(
     segment_bytes: u64,
     max_bytes: u64,
 ) -> Result<(), String> {
-    let expected: Vec<(u64, Vec<u8>)> = model
-        .records()
-        .map(|append| {
-            let events: Vec<(&str, &[u8], i64)> = append
-                .events
-                .iter()
-                .map(|event| (event.event_type.as_str(), &event.data[..], event.at))
-                .collect();
-            (
-                append.seq,
-                record(append.seq, append.stream, append.first_version, &events),
-            )
-        })
-        .collect();
+    let expected: Vec<(u64, &[u8])> = model.encoded_records().collect();
     let names: Vec<String> = vfs
         .list_dir(dir)
         .map_err(|error| format!("list {}: {error}", dir.display()))?
@@ -138,7 +130,7 @@ pub fn check_layout(
                     "{name} at offset {offset}: bytes past the last acknowledged record"
                 ));
             };
-            if bytes.get(offset..offset + want.len()) != Some(&want[..]) {
+            if bytes.get(offset..offset + want.len()) != Some(want) {
                 return Err(format!(
                     "{name} at offset {offset}: seq {seq} is not encoded as FORMAT.md says"
                 ));

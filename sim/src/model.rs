@@ -18,14 +18,8 @@ struct Acked {
     stream: String,
     events: usize,
     record_bytes: u64,
-}
-
-/// One acknowledged append, as [`Model::records`] lists them.
-pub struct AppendView<'a> {
-    pub seq: u64,
-    pub stream: &'a str,
-    pub first_version: u64,
-    pub events: &'a [ModelEvent],
+    /// The record as FORMAT.md encodes it, by the oracle's own encoder.
+    encoded: Vec<u8>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -64,11 +58,18 @@ impl Model {
     pub fn acknowledge(&mut self, stream: &str, events: Vec<ModelEvent>, record_bytes: u64) {
         self.last_seq += 1;
         self.size += record_bytes;
+        let fields: Vec<(&str, &[u8], i64)> = events
+            .iter()
+            .map(|event| (event.event_type.as_str(), &event.data[..], event.at))
+            .collect();
+        let encoded =
+            crate::golden::record(self.last_seq, stream, self.version(stream) + 1, &fields);
         self.appends.push(Acked {
             seq: self.last_seq,
             stream: stream.to_owned(),
             events: events.len(),
             record_bytes,
+            encoded,
         });
         self.streams
             .entry(stream.to_owned())
@@ -95,20 +96,11 @@ impl Model {
         }
     }
 
-    /// Every acknowledged append, in seq order, with its events.
-    pub fn records(&self) -> impl Iterator<Item = AppendView<'_>> {
-        let mut cursors: BTreeMap<&str, usize> = BTreeMap::new();
-        self.appends.iter().map(move |acked| {
-            let cursor = cursors.entry(&acked.stream).or_default();
-            let events = &self.streams[&acked.stream][*cursor..*cursor + acked.events];
-            *cursor += acked.events;
-            AppendView {
-                seq: acked.seq,
-                stream: &acked.stream,
-                first_version: (*cursor - acked.events) as u64 + 1,
-                events,
-            }
-        })
+    /// Every acknowledged record, in seq order, as FORMAT.md encodes it.
+    pub fn encoded_records(&self) -> impl Iterator<Item = (u64, &[u8])> {
+        self.appends
+            .iter()
+            .map(|acked| (acked.seq, acked.encoded.as_slice()))
     }
 
     /// The canary: changes one acknowledged byte, as a broken engine would.

@@ -148,7 +148,11 @@ impl Plan {
     pub fn draw(seed: u64, options: &RunOptions) -> Plan {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let vfs_seed = rng.next_u64();
-        let mut faults = FaultConfig::swarm(&mut rng);
+        // The workload is drawn from the unfiltered configuration, and
+        // `--faults` applied after: a plan is the same whichever faults a
+        // repro or a shrink switches off, so its steps keep their numbers.
+        let drawn = FaultConfig::swarm(&mut rng);
+        let mut faults = drawn.clone();
         if let Some(allowed) = &options.faults {
             for kind in FaultKind::ALL {
                 if !allowed.contains(kind) {
@@ -202,7 +206,7 @@ impl Plan {
             segment_bytes,
             big_events,
             mid_op_crash,
-            flip_at_rest: faults.weight(FaultKind::BitFlipAtRest),
+            flip_at_rest: drawn.weight(FaultKind::BitFlipAtRest),
         };
         let actions = (0..steps)
             .map(|_| draw.action(&[45, 35, 12, crash_rate, 3]))

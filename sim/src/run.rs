@@ -14,6 +14,17 @@ use durlog_vfs::{Damage, FaultKind, SimVfs, Vfs};
 use crate::model::{Model, ModelEvent};
 use crate::plan::{Action, CrashSpec, ExpectedSpec, Plan, QuotaChange};
 
+/// Adds a line to a run's readable trace. The line is formatted only when
+/// a trace is kept: formatting would otherwise be much of a run's cost.
+macro_rules! note {
+    ($world:expr, $($arg:tt)*) => {
+        if $world.trace.is_some() {
+            let line = format!($($arg)*);
+            $world.push_note(line);
+        }
+    };
+}
+
 /// Where a simulated log lives. After a (rightly) refused corruption the
 /// run goes on with a fresh log in `LOG_DIR-1`, `LOG_DIR-2`, ..., so that
 /// the damage records of the old one excuse nothing in the new one.
@@ -24,8 +35,12 @@ pub const LOG_DIR: &str = "/sim/log";
 const CLOCK_BASE_NS: i64 = 1_700_000_000_123_456_789;
 const CLOCK_STEP_NS: i64 = 1_000_003;
 
-/// Logs up to this size have their bytes checked at every reopen.
+/// Logs up to this size have their bytes checked at every reopen (larger
+/// ones at the end of the run, and by `recovery::verify` at every reopen).
 const LAYOUT_CHECK_BYTES_MAX: u64 = 64 << 10;
+
+/// Logs up to this size have their bytes checked after every commit too.
+const COMMIT_LAYOUT_CHECK_BYTES_MAX: u64 = 8 << 10;
 
 /// How many times a reopen is retried when injected faults make it fail.
 const OPEN_ATTEMPTS_MAX: usize = 50;
@@ -162,10 +177,12 @@ pub fn run_plan(plan: &Plan, keep: Option<&[bool]>, trace: bool) -> SeedResult {
     let mut world = World::new(plan, vfs, trace);
     let outcome = world.run(keep);
     if let Err(violation) = &outcome {
-        world.note(format!(
+        note!(
+            world,
             "VIOLATION at step {}: {}",
-            violation.step, violation.message
-        ));
+            violation.step,
+            violation.message
+        );
     }
     let mut result = world.result;
     result.seed = plan.seed;
@@ -244,7 +261,7 @@ impl<'a> World<'a> {
         }
     }
 
-    fn note(&mut self, line: String) {
+    fn push_note(&mut self, line: String) {
         if let Some(trace) = &mut self.trace {
             trace.push(line);
         }
@@ -262,7 +279,8 @@ impl<'a> World<'a> {
 
     fn run(&mut self, keep: Option<&[bool]>) -> Result<(), Violation> {
         let at = |step: usize| move |message: String| Violation { step, message };
-        self.note(format!(
+        note!(
+            self,
             "seed {} faults [{}] segment_bytes {} max_bytes {} streams {} clients {} {:?}",
             self.plan.seed,
             self.plan.faults,
@@ -271,7 +289,7 @@ impl<'a> World<'a> {
             self.plan.streams,
             self.plan.clients,
             self.plan.tuning
-        ));
+        );
         self.reopen(CrashSpec::None).map_err(at(0))?;
         for (step, action) in self.plan.actions.iter().enumerate() {
             if self.ended {
@@ -286,13 +304,13 @@ impl<'a> World<'a> {
                 && self.model.plant_canary()
             {
                 self.result.canary_planted = true;
-                self.note("   canary: the model now disagrees with the log".into());
+                note!(self, "   canary: the model now disagrees with the log");
                 // Checked at once: the run might otherwise end (a refused
                 // corruption) before anything reads the planted event.
                 self.full_check().map_err(at(step))?;
             }
             self.result.counters.cycles += 1;
-            self.note(format!("{step:4}: {action}"));
+            note!(self, "{step:4}: {action}");
             let outcome = self.act(action);
             self.note_disk_ops();
             outcome.map_err(at(step))?;
@@ -304,7 +322,7 @@ impl<'a> World<'a> {
         }
         // A last check, then a last power loss and recovery.
         let end = self.plan.actions.len();
-        self.note(format!("{end:4}: final check, power loss, reopen"));
+        note!(self, "{end:4}: final check, power loss, reopen");
         self.full_check().map_err(at(end))?;
         self.final_reopen = true;
         self.power_loss(CrashPoint::Idle, CrashSpec::None, false)
@@ -354,7 +372,7 @@ impl<'a> World<'a> {
         specs: &[crate::plan::EventSpec],
     ) -> Check {
         if self.busy.contains(&client) {
-            self.note("      client busy: skipped".into());
+            note!(self, "      client busy: skipped");
             return Ok(());
         }
         let current = self.model.version(stream);
@@ -389,7 +407,7 @@ impl<'a> World<'a> {
                         at,
                     })
                     .collect();
-                self.note(format!("      queued as {ticket:?}, expected {expected:?}"));
+                note!(self, "      queued as {ticket:?}, expected {expected:?}");
                 self.pending.insert(
                     ticket,
                     Submitted {
@@ -429,7 +447,7 @@ impl<'a> World<'a> {
         self.vfs.crash_after_ops(0);
         self.failpoint_armed.store(false, Ordering::SeqCst);
         let faulted = self.vfs.is_halted() || self.op_faults_injected() > faults_before;
-        self.note(format!("      {finished} appends finished"));
+        note!(self, "      {finished} appends finished");
         self.collect_outcomes(faulted)?;
         if self.vfs.is_halted() {
             let point = if crash == CrashSpec::Failpoint {
@@ -441,7 +459,7 @@ impl<'a> World<'a> {
         }
         // Preallocation stays inside the segment limit and the quota, and
         // the bytes stay as FORMAT.md says, between reopens too.
-        if self.model.size() <= LAYOUT_CHECK_BYTES_MAX
+        if self.model.size() <= COMMIT_LAYOUT_CHECK_BYTES_MAX
             && self.in_doubt.is_empty()
             && !self.log().is_poisoned()
             && self.damage().is_empty()
@@ -455,7 +473,7 @@ impl<'a> World<'a> {
             )?;
         }
         if self.log().is_poisoned() {
-            self.note("      the log is poisoned: restart the process".into());
+            note!(self, "      the log is poisoned: restart the process");
             return self.restart(CrashSpec::None);
         }
         Ok(())
@@ -471,7 +489,7 @@ impl<'a> World<'a> {
             };
             let submitted = self.pending.remove(&ticket).expect("pending ticket");
             self.busy.remove(&submitted.client);
-            self.note(format!("      {ticket:?} -> {}", describe(&outcome)));
+            note!(self, "      {ticket:?} -> {}", describe(&outcome));
             self.check_outcome(submitted, outcome, faulted)?;
         }
         Ok(())
@@ -617,8 +635,11 @@ impl<'a> World<'a> {
         } else {
             self.vfs.crash();
         }
-        if bit_flip && let Some(damage) = self.vfs.flip_random_bit_at_rest() {
-            self.note(format!("      at rest: {damage}"));
+        if bit_flip
+            && self.plan.faults.is_enabled(FaultKind::BitFlipAtRest)
+            && let Some(damage) = self.vfs.flip_random_bit_at_rest()
+        {
+            note!(self, "      at rest: {damage}");
         }
         self.reopen(recovery)
     }
@@ -686,13 +707,13 @@ impl<'a> World<'a> {
             self.result.counters.reopens += 1;
             match opened {
                 Ok(log) => {
-                    self.note(format!("      reopened: {:?}", log.recovery()));
+                    note!(self, "      reopened: {:?}", log.recovery());
                     self.check_reopened(&log)?;
                     self.log = Some(log);
                     return Ok(());
                 }
                 Err(error) if self.vfs.is_halted() => {
-                    self.note(format!("      power loss during recovery: {error}"));
+                    note!(self, "      power loss during recovery: {error}");
                     self.recovered(Recovery::CrashedDuringRecovery);
                     self.count_crash(CrashPoint::Recovery);
                     self.vfs.reboot();
@@ -709,18 +730,20 @@ impl<'a> World<'a> {
                             self.damage()
                         ));
                     }
-                    self.note(format!(
+                    note!(
+                        self,
                         "      corruption refused: {}:{offset}: {reason}",
                         file.display()
-                    ));
+                    );
                     self.recovered(Recovery::CorruptionRefused);
                     self.start_over();
                     continue;
                 }
                 Err(Error::Io(error)) if self.op_faults_injected() > faults_before => {
-                    self.note(format!(
+                    note!(
+                        self,
                         "      open failed on an injected fault, retrying: {error}"
-                    ));
+                    );
                     self.recovered(Recovery::RetriedAfterIoFault);
                 }
                 Err(error) => {
@@ -740,7 +763,7 @@ impl<'a> World<'a> {
         self.model = Model::default();
         self.in_doubt.clear();
         self.max_bytes = self.plan.max_bytes;
-        self.note(format!("      starting over in {}", self.dir.display()));
+        note!(self, "      starting over in {}", self.dir.display());
     }
 
     /// The oracle after every reopen.
@@ -779,15 +802,16 @@ impl<'a> World<'a> {
         if (self.model.size() <= LAYOUT_CHECK_BYTES_MAX || self.final_reopen)
             && self.damage().is_empty()
         {
-            crate::golden::check_layout(
+            // Exact bytes in exact files: nothing left for a scan to find.
+            return crate::golden::check_layout(
                 &self.vfs,
                 self.dir.as_path(),
                 &self.model,
                 self.plan.segment_bytes,
                 self.max_bytes,
-            )?;
+            );
         }
-        // The directory itself: a read-only scan must now find it clean.
+        // Otherwise the directory itself: a read-only scan must find it clean.
         match recovery::verify(&self.vfs, self.dir.as_path()) {
             Ok(scan) if scan.tail == Tail::Clean && scan.last_seq == recovered => Ok(()),
             Ok(scan) => Err(format!("after reopen the directory is not clean: {scan:?}")),
