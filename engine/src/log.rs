@@ -774,7 +774,9 @@ impl Log {
     /// versions); damage is an error, never wrong data.
     pub fn read(&self, stream: &str, from: u64, limit: usize) -> Result<Vec<Event>, Error> {
         let from = from.max(1);
-        let locations: Vec<(Location, u64)> = {
+        // With each record: its segment's first seq (its name) and the end
+        // of that segment's acknowledged records, which bounds the record.
+        let locations: Vec<(Location, u64, u64)> = {
             let shared = lock(&self.shared);
             let Some(index) = shared.index.streams.get(stream) else {
                 return Ok(Vec::new());
@@ -788,17 +790,15 @@ impl Log {
             index.records[start..end]
                 .iter()
                 .map(|location| {
-                    (
-                        *location,
-                        shared.segments[location.segment as usize].first_seq,
-                    )
+                    let segment = &shared.segments[location.segment as usize];
+                    (*location, segment.first_seq, segment.len)
                 })
                 .collect()
         };
         let mut events = Vec::new();
         let mut buf = Vec::new();
-        for (location, first_seq) in locations {
-            let batch = self.read_batch(stream, location, first_seq, &mut buf)?;
+        for (location, first_seq, segment_len) in locations {
+            let batch = self.read_batch(stream, location, first_seq, segment_len, &mut buf)?;
             let wanted = batch.into_iter().filter(|event| event.version >= from);
             events.extend(wanted.take(limit - events.len()));
             if events.len() == limit {
@@ -815,6 +815,7 @@ impl Log {
         stream: &str,
         location: Location,
         first_seq: u64,
+        segment_len: u64,
         buf: &mut Vec<u8>,
     ) -> Result<Vec<Event>, Error> {
         // Names are built only to open a file or report damage: a read of
@@ -824,7 +825,9 @@ impl Log {
         let offset = u64::from(location.offset);
         let mut reason = String::new();
         for _ in 0..2 {
-            let bytes = read_record_bytes(file.as_ref(), offset, buf)?;
+            // A damaged length field must not size an allocation: the
+            // record ends within the segment's acknowledged bytes.
+            let bytes = read_record_bytes(file.as_ref(), offset, segment_len - offset, buf)?;
             match check_read(bytes, stream, location.first_version) {
                 Ok(events) => return Ok(events),
                 Err(why) => reason = why,

@@ -99,23 +99,26 @@ impl<'a> Window<'a> {
 }
 
 /// Reads the record at `offset` of `file` into `buf` (header included),
-/// fetching only as many bytes as its header claims, and returns them (or
-/// fewer, where the file ends). The caller parses them. `buf` keeps its
-/// allocation and is not cleared between calls: zeroing it is wasted work.
+/// fetching only as many bytes as its header claims but never more than
+/// `max_len`, and returns them (or fewer, where the file ends). The caller
+/// parses them. `buf` keeps its allocation and is not cleared between
+/// calls: zeroing it is wasted work.
 pub(crate) fn read_record_bytes<'b>(
     file: &dyn VfsFile,
     offset: u64,
+    max_len: u64,
     buf: &'b mut Vec<u8>,
 ) -> io::Result<&'b [u8]> {
-    if buf.len() < POINT_READ_BYTES {
-        buf.resize(POINT_READ_BYTES, 0);
+    let first = (POINT_READ_BYTES as u64).min(max_len) as usize;
+    if buf.len() < first {
+        buf.resize(first, 0);
     }
-    let got = read_up_to(file, &mut buf[..POINT_READ_BYTES], offset)?;
+    let got = read_up_to(file, &mut buf[..first], offset)?;
     if got < HEADER_SIZE {
         return Ok(&buf[..got]);
     }
-    let payload_len = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
-    let needed = HEADER_SIZE + payload_len;
+    let payload_len = u64::from(u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]));
+    let needed = (HEADER_SIZE as u64 + payload_len).min(max_len) as usize;
     if needed <= got {
         return Ok(&buf[..needed]);
     }
