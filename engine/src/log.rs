@@ -24,7 +24,8 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::{self, Thread};
 use std::time::Instant;
 
 use durlog_vfs::{OpenMode, PosixVfs, Vfs, VfsFile};
@@ -94,6 +95,10 @@ pub struct Tuning {
     /// Zeros added per extension, at most: never past `segment_bytes`, and
     /// never so that the files' total length passes the quota.
     pub preallocate_chunk_bytes: u64,
+    /// Only a group this small extends the preallocation. Zeros cost disk
+    /// bandwidth once and save a metadata commit per sync: worth it for
+    /// many small syncs, not for big groups whose sync is mostly data.
+    pub preallocate_group_bytes_max: u64,
 }
 
 impl Default for Tuning {
@@ -101,6 +106,7 @@ impl Default for Tuning {
         Tuning {
             preallocate_after_bytes: 64 << 10,
             preallocate_chunk_bytes: 1 << 20,
+            preallocate_group_bytes_max: 16 << 10,
         }
     }
 }
@@ -119,8 +125,6 @@ pub struct Log {
     failpoint: Option<Failpoint>,
     recovery: RecoveryReport,
     shared: Mutex<Shared>,
-    /// Signalled whenever a group's outcome is published.
-    published: Condvar,
     /// The writer side, touched only by the current leader.
     writer: Mutex<Writer>,
     handles: Mutex<Handles>,
@@ -136,6 +140,10 @@ struct Shared {
     size: u64,
     queue: VecDeque<Pending>,
     outcomes: BTreeMap<Ticket, Result<u64, Error>>,
+    /// Threads parked in `append`, by the ticket they wait for.
+    waiters: BTreeMap<Ticket, Thread>,
+    /// Waiters whose outcome was published, to unpark.
+    to_wake: Vec<Thread>,
     next_ticket: u64,
     /// A leader is writing or syncing a group.
     committing: bool,
@@ -153,6 +161,32 @@ struct Writer {
     allocated: u64,
     /// The group's bytes; reused so steady appends do not allocate here.
     buf: Vec<u8>,
+}
+
+impl Shared {
+    /// Records an append's outcome, and its thread for waking.
+    fn finish(&mut self, ticket: Ticket, outcome: Result<u64, Error>) {
+        self.outcomes.insert(ticket, outcome);
+        if let Some(waiter) = self.waiters.remove(&ticket) {
+            self.to_wake.push(waiter);
+        }
+    }
+
+    /// Unparks the threads whose appends finished and, if appends are
+    /// queued, the first of their threads to lead the next group.
+    fn wake_finished_and_next_leader(&mut self) {
+        if !self.committing
+            && let Some(next) = self
+                .queue
+                .iter()
+                .find_map(|pending| self.waiters.get(&pending.ticket))
+        {
+            next.unpark();
+        }
+        for waiter in self.to_wake.drain(..) {
+            waiter.unpark();
+        }
+    }
 }
 
 /// An append whose arguments were checked, waiting for a group.
@@ -318,6 +352,8 @@ impl Log {
                 size,
                 queue: VecDeque::new(),
                 outcomes: BTreeMap::new(),
+                waiters: BTreeMap::new(),
+                to_wake: Vec::new(),
                 next_ticket: 0,
                 committing: false,
                 poisoned: false,
@@ -325,7 +361,6 @@ impl Log {
                 stats,
             }),
             recovery: report,
-            published: Condvar::new(),
             writer: Mutex::new(Writer {
                 file: active,
                 allocated: scanned_active_len,
@@ -346,14 +381,26 @@ impl Log {
             if let Some(outcome) = shared.outcomes.remove(&ticket) {
                 return outcome;
             }
-            if shared.committing {
-                shared = self
-                    .published
-                    .wait(shared)
-                    .unwrap_or_else(PoisonError::into_inner);
-            } else {
+            if !shared.committing {
                 shared = self.lead(shared);
+                // A leader that panicked took this append with it.
+                if shared.poisoned
+                    && !shared.outcomes.contains_key(&ticket)
+                    && !shared.queue.iter().any(|pending| pending.ticket == ticket)
+                {
+                    return Err(Error::Poisoned);
+                }
+                continue;
             }
+            // Sleep until this append's group is published, or until this
+            // thread is asked to lead the next group. Waking only those
+            // threads (not every waiter) keeps 64 writers from thrashing
+            // two cores with wake-ups that find nothing to do.
+            shared.waiters.insert(ticket, thread::current());
+            drop(shared);
+            thread::park();
+            shared = lock(&self.shared);
+            shared.waiters.remove(&ticket);
         }
     }
 
@@ -445,13 +492,15 @@ impl Log {
     fn lead<'a>(&'a self, mut shared: MutexGuard<'a, Shared>) -> MutexGuard<'a, Shared> {
         if shared.poisoned {
             while let Some(pending) = shared.queue.pop_front() {
-                shared.outcomes.insert(pending.ticket, Err(Error::Poisoned));
+                shared.finish(pending.ticket, Err(Error::Poisoned));
             }
+            shared.wake_finished_and_next_leader();
             return shared;
         }
         let group = self.form_group(&mut shared);
         if group.members.is_empty() {
             self.publish_refusals(&mut shared, group.refused);
+            shared.wake_finished_and_next_leader();
             return shared;
         }
         shared.committing = true;
@@ -469,7 +518,7 @@ impl Log {
         let mut shared = lock(&self.shared);
         shared.committing = false;
         self.publish(&mut shared, group, result, sync_ns);
-        self.published.notify_all();
+        shared.wake_finished_and_next_leader();
         shared
     }
 
@@ -607,7 +656,9 @@ impl Log {
     /// while preallocation is off or the segment small, else a chunk past
     /// `end`, never past `segment_bytes` nor the quota.
     fn preallocation_end(&self, group: &Group, end: u64) -> u64 {
-        if end < self.tuning.preallocate_after_bytes {
+        if end < self.tuning.preallocate_after_bytes
+            || group.bytes > self.tuning.preallocate_group_bytes_max
+        {
             return 0;
         }
         let mut limit = self
@@ -727,7 +778,7 @@ impl Log {
                         .push(&member.pending.stream, member.pending.count, location);
                     offset += member.pending.record_len();
                     let version = member.first_version + u64::from(member.pending.count) - 1;
-                    shared.outcomes.insert(member.pending.ticket, Ok(version));
+                    shared.finish(member.pending.ticket, Ok(version));
                     shared.stats.events += u64::from(member.pending.count);
                 }
                 shared.last_seq += group.members.len() as u64;
@@ -747,9 +798,7 @@ impl Log {
                 shared.poisoned |= failure.poisoned;
                 shared.stats.failed_appends += group.members.len() as u64;
                 for member in &group.members {
-                    shared
-                        .outcomes
-                        .insert(member.pending.ticket, Err(failure.error.duplicate()));
+                    shared.finish(member.pending.ticket, Err(failure.error.duplicate()));
                 }
                 for (pending, _) in group.refused.into_iter().rev() {
                     shared.queue.push_front(pending);
@@ -765,7 +814,7 @@ impl Log {
                 Error::Quota { .. } => shared.stats.quota_rejections += 1,
                 _ => {}
             }
-            shared.outcomes.insert(pending.ticket, Err(error));
+            shared.finish(pending.ticket, Err(error));
         }
     }
 
@@ -922,7 +971,9 @@ impl Drop for ResetOnUnwind<'_> {
             let mut shared = lock(&self.log.shared);
             shared.committing = false;
             shared.poisoned = true;
-            self.log.published.notify_all();
+            for waiter in std::mem::take(&mut shared.waiters).into_values() {
+                waiter.unpark();
+            }
         }
     }
 }

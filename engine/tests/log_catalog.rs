@@ -730,12 +730,16 @@ fn a_read_of_damaged_bytes_is_an_error_naming_the_file_never_wrong_data() {
     let backend = Backend::sim(9);
     let log = backend.open(clock(0)).unwrap();
     one_two_three(&log);
-    let Backend::Sim { vfs } = &backend else { unreachable!() };
+    let Backend::Sim { vfs } = &backend else {
+        unreachable!()
+    };
     // Bit 31 of the first record's length field: it now claims 2 GiB.
     vfs.flip_bit_at_rest(&backend.path(SEG1), 31).unwrap();
     let error = log.read("s", 1, 10).unwrap_err();
     match &error {
-        Error::Corrupt { file, offset: 0, .. } => assert_eq!(*file, backend.path(SEG1)),
+        Error::Corrupt {
+            file, offset: 0, ..
+        } => assert_eq!(*file, backend.path(SEG1)),
         other => panic!("{other}"),
     }
     // The records the damage did not touch still read back.

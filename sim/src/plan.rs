@@ -180,6 +180,7 @@ impl Plan {
             durlog::Tuning {
                 preallocate_after_bytes: [0, 100, 1000][weighted(&mut rng, &[2, 1, 1])],
                 preallocate_chunk_bytes: rng.random_range(1..=8192),
+                preallocate_group_bytes_max: [u64::MAX, 512][weighted(&mut rng, &[3, 1])],
             }
         };
         let streams = rng.random_range(1..=8);
