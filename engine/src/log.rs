@@ -99,6 +99,10 @@ pub struct Tuning {
     /// bandwidth once and save a metadata commit per sync: worth it for
     /// many small syncs, not for big groups whose sync is mostly data.
     pub preallocate_group_bytes_max: u64,
+    /// How many times a leader yields the CPU, at most, waiting for the
+    /// threads of the last group to queue their next appends (only when
+    /// that group held more than one append).
+    pub gather_yields: usize,
 }
 
 impl Default for Tuning {
@@ -107,6 +111,7 @@ impl Default for Tuning {
             preallocate_after_bytes: 64 << 10,
             preallocate_chunk_bytes: 1 << 20,
             preallocate_group_bytes_max: 16 << 10,
+            gather_yields: 4,
         }
     }
 }
@@ -147,6 +152,8 @@ struct Shared {
     next_ticket: u64,
     /// A leader is writing or syncing a group.
     committing: bool,
+    /// Appends in the last group committed.
+    last_group_size: usize,
     poisoned: bool,
     /// Opened with `open_read_only`: appends are refused.
     read_only: bool,
@@ -356,6 +363,7 @@ impl Log {
                 to_wake: Vec::new(),
                 next_ticket: 0,
                 committing: false,
+                last_group_size: 0,
                 poisoned: false,
                 read_only,
                 stats,
@@ -497,8 +505,10 @@ impl Log {
             shared.wake_finished_and_next_leader();
             return shared;
         }
+        shared = self.gather(shared);
         let group = self.form_group(&mut shared);
         if group.members.is_empty() {
+            shared.committing = false;
             self.publish_refusals(&mut shared, group.refused);
             shared.wake_finished_and_next_leader();
             return shared;
@@ -519,6 +529,23 @@ impl Log {
         shared.committing = false;
         self.publish(&mut shared, group, result, sync_ns);
         shared.wake_finished_and_next_leader();
+        shared
+    }
+
+    /// Claims the lead and, if the last group had company, yields a few
+    /// times so that its threads, woken a moment ago, can queue their next
+    /// appends in time to share this group's sync. Never a sleep, and never
+    /// for a lone writer.
+    fn gather<'a>(&'a self, mut shared: MutexGuard<'a, Shared>) -> MutexGuard<'a, Shared> {
+        shared.committing = true;
+        let company = shared.last_group_size;
+        let mut yields = 0;
+        while company > 1 && shared.queue.len() < company && yields < self.tuning.gather_yields {
+            drop(shared);
+            thread::yield_now();
+            shared = lock(&self.shared);
+            yields += 1;
+        }
         shared
     }
 
@@ -792,6 +819,7 @@ impl Log {
                 stats.syncs += 1;
                 stats.sync_latency_ns.record(sync_ns);
                 stats.appends_per_group.record(group.members.len() as u64);
+                shared.last_group_size = group.members.len();
                 self.publish_refusals(shared, group.refused);
             }
             Err(failure) => {

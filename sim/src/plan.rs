@@ -181,6 +181,9 @@ impl Plan {
                 preallocate_after_bytes: [0, 100, 1000][weighted(&mut rng, &[2, 1, 1])],
                 preallocate_chunk_bytes: rng.random_range(1..=8192),
                 preallocate_group_bytes_max: [u64::MAX, 512][weighted(&mut rng, &[3, 1])],
+                // Nothing runs while a simulated leader yields: one yield
+                // exercises the path without slowing the run.
+                gather_yields: rng.random_range(0..=1),
             }
         };
         let streams = rng.random_range(1..=8);
