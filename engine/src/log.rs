@@ -16,10 +16,13 @@
 //!    member fails.
 //!
 //! [`Log::append`] is `submit`, then either leading the next group or
-//! waiting (on a condition variable) for the group that covers it. Appends
-//! that arrive while a sync is in flight form the next group. The
-//! simulator calls [`Log::submit`] and [`Log::commit_next_group`] itself,
-//! in a seeded order, with no threads.
+//! sleeping (parked) until the group that covers it is published. Appends
+//! that arrive while a sync is in flight form the next group; a publish
+//! wakes exactly the threads it finished, and the first queued one to lead
+//! next. A leader whose last group had company yields a few times before
+//! forming the next, so the threads it just woke can join; a lone writer
+//! never waits. The simulator calls [`Log::submit`] and
+//! [`Log::commit_next_group`] itself, in a seeded order, with no threads.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
