@@ -1,10 +1,39 @@
-//! The fuzz targets' bodies. Each takes arbitrary bytes, must never panic on
-//! them, and asserts what a successful decode promises: the bytes it consumed
-//! are exactly the bytes the encoder writes for what it returned. A panic here
-//! is a bug in `durlog::format` (or in the property), never in the input.
+//! The fuzz targets' bodies, one plain public function per target (the
+//! files in `fuzz/fuzz_targets/` call them and nothing else), so that
+//! `cargo test` replays every committed corpus file through exactly the code
+//! libFuzzer runs. Each takes arbitrary bytes and must never panic on them:
+//! a panic is a bug in durlog (or in the property), never in the input.
+//!
+//! - [`fuzz_parse_record`], [`fuzz_decode_batch`]: the parsers, on raw
+//!   bytes; a successful decode re-encodes to exactly the bytes consumed.
+//! - [`fuzz_recover`]: `Log::open` on a directory of segments built from
+//!   the input (valid records, then mutated), on a simulated disk.
+//! - [`fuzz_sim_ops`]: a workload of appends, commits, reads, power losses,
+//!   restarts and quota changes under a fault set, run by the simulator and
+//!   judged by its oracle.
+//! - [`fuzz_cli`]: the `durlog` command's stdin handling and read-only
+//!   commands, on a real (tmpfs) directory.
+//!
+//! The structured targets decode their input with `arbitrary`; an input too
+//! short for a field reads zeros, so every input decodes to something.
 
+mod cli;
+mod layout;
+mod recover;
+mod sim_ops;
+
+use arbitrary::{Arbitrary, Unstructured};
 use durlog::format::inspect_batch;
 use durlog::{HEADER_SIZE, RecordError, append_record, decode_batch, encode_batch, parse_record};
+
+pub use cli::{AppendInput, CliInput, InspectInput};
+pub use layout::{
+    Built, ContentSpec, DirSpec, Entry, EventSpec, FileSpec, Mutation, NameSpec, RecordSpec,
+};
+pub use recover::RecoverInput;
+pub use sim_ops::{
+    CrashOp, EventOp, ExpectedOp, Fault, FaultChoice, LenOp, LimitOp, Op, QuotaOp, SimOpsInput,
+};
 
 /// Feeds `data` to `parse_record` as the bytes at a record's offset in a
 /// segment. On success the record re-appended equals `data[..len]` and its
@@ -100,4 +129,36 @@ pub fn fuzz_decode_batch(data: &[u8]) {
         data[..],
         "re-encoding a decoded batch does not give back its bytes"
     );
+}
+
+/// Decodes a structured input with `T::arbitrary`. The targets take raw
+/// bytes and decode here, rather than `fuzz_target!(|input: T|)` (which
+/// uses `arbitrary_take_rest`), so that a corpus file means the same to
+/// libFuzzer and to `cargo test`.
+pub fn decode<'a, T: Arbitrary<'a>>(data: &'a [u8]) -> Option<T> {
+    T::arbitrary(&mut Unstructured::new(data)).ok()
+}
+
+/// `Log::open` on the directory `data` describes: see
+/// [`RecoverInput`] and the `recover` module's doc for what it asserts.
+pub fn fuzz_recover(data: &[u8]) {
+    if let Some(input) = decode::<RecoverInput>(data) {
+        recover::check(&input);
+    }
+}
+
+/// The simulator on the workload `data` describes ([`SimOpsInput`]): its
+/// oracle must report no violation.
+pub fn fuzz_sim_ops(data: &[u8]) {
+    if let Some(input) = decode::<SimOpsInput>(data) {
+        sim_ops::check(&input);
+    }
+}
+
+/// The `durlog` command's library on the stdin or directory `data`
+/// describes ([`CliInput`]).
+pub fn fuzz_cli(data: &[u8]) {
+    if let Some(input) = decode::<CliInput>(data) {
+        cli::check(&input);
+    }
 }

@@ -3,16 +3,81 @@
 //! `cargo test`: the committed seeds, and any crash input added there as a
 //! regression, keep passing without a nightly toolchain or cargo-fuzz.
 //!
-//! A seed named `valid_*` starts with a valid record (parse_record) or is a
-//! valid batch (decode_batch), and must also be accepted: the fuzz bodies
-//! allow any error, so without this a parser that rejects everything would
-//! replay clean.
+//! A seed named `valid_*` starts with a valid record (parse_record), is a
+//! valid batch (decode_batch), or describes a directory of valid segments
+//! (recover), and must also be accepted: the parser bodies allow any error,
+//! so without this a parser that rejects everything would replay clean; and
+//! a change to the recover input's layout that quietly changed what its
+//! seeds mean would go unnoticed (the recover body checks that Open keeps
+//! every record of a valid directory, so a `valid_*` seed exercises that).
+//!
+//! Every input is also held to a bound on its largest single allocation
+//! (`ALLOCATION_BYTES_MAX`): libFuzzer stops a run at its malloc limit
+//! (`-rss_limit_mb=2048` in `.ci/fuzz`), which a plain test would pass by
+//! just allocating, so an input that makes the engine trust a length field
+//! would replay clean without it.
+//!
+//! A crash input found by fuzzing is committed as `corpus/<target>/crash-*`
+//! (named for what it is) and replays here for ever.
 
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
 use durlog::{decode_batch, parse_record};
-use durlog_tests::fuzz_targets::{fuzz_decode_batch, fuzz_parse_record};
+use durlog_tests::fuzz_targets::{
+    RecoverInput, decode, fuzz_cli, fuzz_decode_batch, fuzz_parse_record, fuzz_recover,
+    fuzz_sim_ops,
+};
+
+/// The largest single allocation one corpus input may make. No input of
+/// these targets needs more than a few MiB (the structured ones are bounded,
+/// the raw ones are at most a few KiB); an allocation this large means a
+/// length read from the input was trusted.
+const ALLOCATION_BYTES_MAX: usize = 256 << 20;
+
+thread_local! {
+    /// The largest allocation this thread made since it was last reset.
+    static LARGEST_ALLOCATION: Cell<usize> = const { Cell::new(0) };
+}
+
+/// The system allocator, noting each thread's largest allocation.
+struct NotingAllocator;
+
+fn note_allocation(bytes: usize) {
+    // `try_with`: allocations during thread teardown are not noted.
+    let _ = LARGEST_ALLOCATION.try_with(|largest| largest.set(largest.get().max(bytes)));
+}
+
+// SAFETY: every call is forwarded to `System` unchanged.
+unsafe impl GlobalAlloc for NotingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note_allocation(layout.size());
+        // SAFETY: the caller upholds `alloc`'s contract.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note_allocation(layout.size());
+        // SAFETY: the caller upholds `alloc_zeroed`'s contract.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note_allocation(new_size);
+        // SAFETY: the caller upholds `realloc`'s contract.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller upholds `dealloc`'s contract.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: NotingAllocator = NotingAllocator;
 
 /// Every file under `dir`, in subdirectories too, sorted by path.
 fn files_under(dir: &Path) -> Vec<PathBuf> {
@@ -47,45 +112,72 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 /// Prefix of the seeds that the parser must accept.
 const VALID_PREFIX: &str = "valid_";
 
-/// Runs `body` on every corpus file of `target`, and `accepts` on those named
-/// `valid_*`, and fails naming each file that panics or is rejected.
-fn replay(target: &str, body: fn(&[u8]), accepts: fn(&[u8]) -> Result<(), String>) {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+/// The committed corpus of `target`.
+fn corpus_dir(target: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../corpus")
-        .join(target);
+        .join(target)
+}
+
+/// Runs `body` on every corpus file of `target`, and `accepts` on those named
+/// `valid_*`, and fails naming each file that panics, allocates too much or
+/// is rejected.
+fn replay(target: &str, body: fn(&[u8]), accepts: fn(&[u8]) -> Result<(), String>) {
+    let dir = corpus_dir(target);
     let files = files_under(&dir);
     assert!(
         !files.is_empty(),
         "no corpus files under {}: the committed seeds are missing",
         dir.display()
     );
-    let mut failures = Vec::new();
-    for file in &files {
-        let bytes = std::fs::read(file)
-            .unwrap_or_else(|error| panic!("cannot read {}: {error}", file.display()));
-        if let Err(payload) = catch_unwind(AssertUnwindSafe(|| body(&bytes))) {
-            failures.push(format!(
-                "  {} ({} bytes): {}",
-                file.display(),
-                bytes.len(),
-                panic_message(payload.as_ref())
-            ));
-        }
-        let name = file.file_name().and_then(|name| name.to_str());
-        if name.is_some_and(|name| name.starts_with(VALID_PREFIX))
-            && let Err(error) = accepts(&bytes)
-        {
-            failures.push(format!("  {}: rejected: {error}", file.display()));
-        }
-    }
+    let failures: Vec<String> = files
+        .iter()
+        .flat_map(|file| replay_file(file, body, accepts))
+        .collect();
     assert!(
         failures.is_empty(),
         "{} of {} corpus files of {target} fail; replay one with \
-         `cargo fuzz run {target} FILE` in fuzz/:\n{}",
+         `cargo +nightly fuzz run --fuzz-dir fuzz {target} FILE`:\n{}",
         failures.len(),
         files.len(),
         failures.join("\n")
     );
+}
+
+/// Runs `body` on `file` (and `accepts`, if it is named `valid_*`); returns
+/// what went wrong.
+fn replay_file(
+    file: &Path,
+    body: fn(&[u8]),
+    accepts: fn(&[u8]) -> Result<(), String>,
+) -> Vec<String> {
+    let mut failures = Vec::new();
+    let bytes = std::fs::read(file)
+        .unwrap_or_else(|error| panic!("cannot read {}: {error}", file.display()));
+    LARGEST_ALLOCATION.set(0);
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(|| body(&bytes))) {
+        failures.push(format!(
+            "  {} ({} bytes): {}",
+            file.display(),
+            bytes.len(),
+            panic_message(payload.as_ref())
+        ));
+    }
+    let largest = LARGEST_ALLOCATION.get();
+    if largest > ALLOCATION_BYTES_MAX {
+        failures.push(format!(
+            "  {}: allocated {largest} bytes at once, over the limit of {ALLOCATION_BYTES_MAX} \
+             (libFuzzer reports this as out-of-memory)",
+            file.display()
+        ));
+    }
+    let name = file.file_name().and_then(|name| name.to_str());
+    if name.is_some_and(|name| name.starts_with(VALID_PREFIX))
+        && let Err(error) = accepts(&bytes)
+    {
+        failures.push(format!("  {}: rejected: {error}", file.display()));
+    }
+    failures
 }
 
 /// A `valid_*` parse_record seed: a record whose payload is a batch.
@@ -101,6 +193,20 @@ fn batch_accepted(bytes: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
+/// A `valid_*` recover seed: a directory of valid segments.
+fn directory_valid(bytes: &[u8]) -> Result<(), String> {
+    let input: RecoverInput = decode(bytes).ok_or("does not decode")?;
+    match input.dir.build().valid {
+        Some(_) => Ok(()),
+        None => Err(format!("not a directory of valid segments: {input:?}")),
+    }
+}
+
+/// Seeds of the targets with no `valid_*` convention.
+fn no_check(_: &[u8]) -> Result<(), String> {
+    Ok(())
+}
+
 #[test]
 fn parse_record_corpus_replays() {
     replay("parse_record", fuzz_parse_record, record_accepted);
@@ -109,4 +215,32 @@ fn parse_record_corpus_replays() {
 #[test]
 fn decode_batch_corpus_replays() {
     replay("decode_batch", fuzz_decode_batch, batch_accepted);
+}
+
+#[test]
+fn recover_corpus_replays() {
+    replay("recover", fuzz_recover, directory_valid);
+}
+
+#[test]
+fn sim_ops_corpus_replays() {
+    replay("sim_ops", fuzz_sim_ops, no_check);
+}
+
+#[test]
+fn cli_corpus_replays() {
+    replay("cli", fuzz_cli, no_check);
+}
+
+/// Found by the sim_ops target in its first minute: a read of a record whose
+/// bytes were damaged (a misdirected write landed over the segment's start,
+/// then a bit flipped on read) allocated what the damaged length field
+/// claimed, 2.2 GB: `read_record_bytes` in engine/src/segment.rs sized its
+/// buffer from the header alone (SPEC 2.1, pitfall 2), and libFuzzer stopped
+/// on it as out-of-memory. The read is now bounded by the record's length.
+#[test]
+fn sim_ops_crash_read_allocates_a_damaged_record_length() {
+    let file = corpus_dir("sim_ops").join("crash-read-allocates-a-damaged-record-length");
+    let failures = replay_file(&file, fuzz_sim_ops, no_check);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -1,0 +1,4 @@
+//! `recover`: see `durlog_tests::fuzz_targets::fuzz_recover`.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| durlog_tests::fuzz_targets::fuzz_recover(data));
