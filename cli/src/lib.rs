@@ -10,9 +10,10 @@
 //! - [`escape`] and [`time`]: the text formats of `read` and `dump`.
 //! - [`error`]: the one-line error every failing command prints.
 //!
-//! The command-line parsing lives in `main.rs` alone.
+//! - [`args`]: the command line (clap); `main.rs` only dispatches.
 
 pub mod append;
+pub mod args;
 pub mod error;
 pub mod escape;
 pub mod inspect;

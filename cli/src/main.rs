@@ -4,128 +4,18 @@
 
 use std::ffi::OsStr;
 use std::io::{self, Write};
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::Parser;
 use durlog::Options;
 use durlog_cli::CliError;
-use durlog_cli::append::{self, AppendArgs, DEFAULT_EVENT_TYPE};
+use durlog_cli::append::{self, AppendArgs};
+use durlog_cli::args::{Cli, Command};
 use durlog_cli::inspect::{self, ReadArgs, ReadFormat};
 use durlog_cli::verify::{self, EXIT_USAGE};
 
 /// Exit code of every command but `verify` on an error.
 const EXIT_ERROR: u8 = 1;
-
-const AFTER_HELP: &str = "\
-Only `append` writes. `read`, `dump`, `streams` and `verify` never create,
-truncate or sync anything: a torn tail stays in place until the next
-`append` (which opens the log and truncates it).
-
-Exit codes: 0 on success; 1 on an error, with one line on stderr naming the
-path (and the offset where there is one). `verify` follows fsck instead:
-0 clean, 1 torn tail, 4 corruption, 8 operational error, 16 usage error.";
-
-/// Crash-safe segmented event log: append, read, dump, verify.
-#[derive(Debug, Parser)]
-#[command(name = "durlog", version, after_help = AFTER_HELP)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Append each line of stdin to STREAM as one event; print each new
-    /// version once it is durable.
-    ///
-    /// A line is the bytes up to a line feed (not included; a carriage
-    /// return is kept), any bytes at all. Each line is its own append
-    /// (expected version: any), and its version is printed on its own line
-    /// and flushed only after the append returned, that is after the
-    /// fdatasync that covers it: a printed version survives a crash. The
-    /// directory is created if missing; a torn tail left by a crash is
-    /// truncated first (noted on stderr).
-    Append {
-        /// The log directory.
-        dir: PathBuf,
-        /// The stream to append to.
-        stream: String,
-        /// The type of every event.
-        #[arg(long = "type", value_name = "T", default_value = DEFAULT_EVENT_TYPE)]
-        event_type: String,
-        /// Size limit of a segment file in bytes; 0 means the default (64 MiB).
-        #[arg(long, value_name = "BYTES", default_value_t = 0)]
-        segment_bytes: u64,
-    },
-    /// Print STREAM's events, one per line. Read-only.
-    ///
-    /// Each line is: version TAB type TAB at TAB data. `at` is RFC 3339 in
-    /// UTC with nine fraction digits (2024-05-01T12:00:00.123456789Z).
-    /// Type and data are escaped so an event stays on one line: backslash
-    /// as \\, tab as \t, line feed as \n, carriage return as \r, any other
-    /// control character and any byte that is not valid UTF-8 as \xNN (two
-    /// lowercase hex digits, one per byte); other text is printed as is.
-    ///
-    /// With --json, each line is one JSON object:
-    /// {"version":1,"type":"T","at":"1970-01-01T00:00:00.000000000Z","at_unix_nanos":0,"data":"hi"}.
-    /// When the data is not valid UTF-8, "data" is replaced by "data_hex",
-    /// the bytes in lowercase hex.
-    ///
-    /// An unknown stream prints nothing and exits 0.
-    Read {
-        /// The log directory.
-        dir: PathBuf,
-        /// The stream to read.
-        stream: String,
-        /// First version to print (versions start at 1).
-        #[arg(long, value_name = "N", default_value_t = 1)]
-        from: u64,
-        /// Print at most N events.
-        #[arg(long, value_name = "N")]
-        limit: Option<u64>,
-        /// Print JSON lines instead of tab-separated text.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Print every record: file, offset, seq, length, stream, versions,
-    /// types; then the tail state. Read-only.
-    ///
-    /// Tab-separated, after a header line starting with '#': the segment
-    /// file name, the record's offset in it, its seq, its length in bytes
-    /// (16-byte header included), its stream, its first..last version, and
-    /// the distinct event types in order of first appearance, separated by
-    /// commas. Names are escaped as in `read` (a comma in a type as \x2c).
-    /// The last line, starting with "# tail:", says how the last segment
-    /// ends (clean, zero bytes, or a torn tail) and totals the log.
-    Dump {
-        /// The log directory.
-        dir: PathBuf,
-    },
-    /// Check every record as opening the log would, without changing a
-    /// byte; exit like fsck.
-    ///
-    /// Exit codes: 0 clean (zero bytes after the last record are the end of
-    /// the log, clean); 1 a torn tail the next `append` would truncate (an
-    /// append that was never acknowledged); 4 corruption the log would
-    /// refuse to open (acknowledged data or the directory's structure is
-    /// damaged); 8 an operational error (missing directory, permission);
-    /// 16 a usage error. Prints one line: on stdout when clean, else on
-    /// stderr, naming the file and offset and, for a torn tail, its bytes.
-    Verify {
-        /// The log directory.
-        dir: PathBuf,
-    },
-    /// Print the names of the streams that start with PREFIX, sorted, one
-    /// per line (escaped as in `read`). Read-only.
-    Streams {
-        /// The log directory.
-        dir: PathBuf,
-        /// Only names that start with this.
-        #[arg(default_value = "")]
-        prefix: String,
-    },
-}
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {

@@ -13,6 +13,8 @@
 //!   judged by its oracle.
 //! - [`fuzz_cli`]: the `durlog` command's stdin handling and read-only
 //!   commands, on a real (tmpfs) directory.
+//! - [`fuzz_cli_args`]: the `durlog` command's argument parser on arbitrary
+//!   argument vectors.
 //!
 //! The structured targets decode their input with `arbitrary`; an input too
 //! short for a field reads zeros, so every input decodes to something.
@@ -160,5 +162,22 @@ pub fn fuzz_sim_ops(data: &[u8]) {
 pub fn fuzz_cli(data: &[u8]) {
     if let Some(input) = decode::<CliInput>(data) {
         cli::check(&input);
+    }
+}
+
+/// Splits `data` at NUL bytes into an argument vector (lossy UTF-8, as a
+/// shell could pass) and parses it as `durlog ARGS...`. The property is
+/// clap's own: the parser's definition is consistent (its debug checks run
+/// on every parse) and no argument vector panics it; a usage error is a
+/// value, printed and mapped to an exit code by the binary.
+pub fn fuzz_cli_args(data: &[u8]) {
+    use clap::Parser;
+    let argv = std::iter::once("durlog".to_string()).chain(
+        data.split(|&byte| byte == 0)
+            .map(|arg| String::from_utf8_lossy(arg).into_owned()),
+    );
+    match durlog_cli::args::Cli::try_parse_from(argv) {
+        Ok(cli) => drop(format!("{cli:?}")),
+        Err(error) => drop(error.render().to_string()),
     }
 }

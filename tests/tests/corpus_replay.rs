@@ -27,8 +27,8 @@ use std::path::{Path, PathBuf};
 
 use durlog::{decode_batch, parse_record};
 use durlog_tests::fuzz_targets::{
-    RecoverInput, decode, fuzz_cli, fuzz_decode_batch, fuzz_parse_record, fuzz_recover,
-    fuzz_sim_ops,
+    RecoverInput, decode, fuzz_cli, fuzz_cli_args, fuzz_decode_batch, fuzz_parse_record,
+    fuzz_recover, fuzz_sim_ops,
 };
 
 /// The largest single allocation one corpus input may make. No input of
@@ -230,6 +230,11 @@ fn sim_ops_corpus_replays() {
 #[test]
 fn cli_corpus_replays() {
     replay("cli", fuzz_cli, no_check);
+}
+
+#[test]
+fn cli_args_corpus_replays() {
+    replay("cli_args", fuzz_cli_args, no_check);
 }
 
 /// Found by the sim_ops target in its first minute: a read of a record whose
