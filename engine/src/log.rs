@@ -326,6 +326,19 @@ impl Log {
                     file.set_len(*offset)?;
                     report.bytes_truncated = *bytes;
                 }
+                if let Tail::Torn {
+                    file,
+                    offset,
+                    bytes,
+                    reason,
+                } = &report.tail
+                {
+                    log::warn!(
+                        "durlog: truncated a torn tail of {bytes} bytes at {}:{offset} ({reason}); last good seq {}",
+                        file.display(),
+                        report.last_seq
+                    );
+                }
                 // Everything recovery believes must be durable before it is
                 // built on: a killed predecessor may have left records (or
                 // this truncation) only in the page cache.
@@ -339,6 +352,14 @@ impl Log {
             vfs.sync_dir(dir)?;
         }
 
+        log::info!(
+            "durlog: opened {}: {} segments, {} records, last seq {}, {:?}",
+            dir.display(),
+            report.segments,
+            report.records,
+            report.last_seq,
+            report.tail
+        );
         let size = scanned.segments.iter().map(|segment| segment.len).sum();
         let scanned_active_len = scanned.segments.last().map_or(0, |segment| segment.len);
         let stats = Stats {
