@@ -178,3 +178,36 @@ fn regression_seeds_pass() {
     }
     assert!(replayed > 0, "the corpus lists at least one seed");
 }
+
+/// Every planted-pitfall patch still applies to the engine as it is, so
+/// `.ci/plant` measures the simulator against today's code (regenerate with
+/// `python3 sim/pitfalls/generate.py` when one does not).
+#[test]
+fn pitfall_patches_apply() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut patches: Vec<_> = std::fs::read_dir(root.join("sim/pitfalls"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "patch"))
+        .collect();
+    patches.sort();
+    assert!(
+        patches.len() >= 13,
+        "one patch per pitfall of SPEC section 7: {patches:?}"
+    );
+    for patch in patches {
+        let output = Command::new("git")
+            .arg("-C")
+            .arg(&root)
+            .args(["apply", "--check"])
+            .arg(&patch)
+            .output()
+            .expect("git");
+        assert!(
+            output.status.success(),
+            "{} no longer applies: {}",
+            patch.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}

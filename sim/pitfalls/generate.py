@@ -1,0 +1,58 @@
+"""Regenerates the pitfall patches from the substitutions below: each plants
+one pitfall of SPEC section 7 by replacing one exact piece of engine code.
+Run from anywhere: python3 sim/pitfalls/generate.py. When an `old` string no
+longer exists, update it to the engine's current code."""
+import os, re, subprocess, shutil, sys, tempfile
+root=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+out=root+'/sim/pitfalls'
+P=[
+("01-crc-over-payload-only","SPEC 7.1: CRC over the payload only, not seq",[
+ ("engine/src/format.rs","    crc32c::crc32c_append(crc32c::crc32c(&seq.to_le_bytes()), payload)","    let _ = seq;\n    crc32c::crc32c(payload)")]),
+("02-length-not-checked","SPEC 7.2: trusting the length field without checking it against the bytes left",[
+ ("engine/src/format.rs","    if u64::from(len) > rest.len() as u64 {\n        return Err(RecordError::Short);\n    }\n","")]),
+("03-torn-tail-not-truncated","SPEC 7.3: recovery skips a torn tail in memory without truncating the file",[
+ ("engine/src/log.rs","                    file.set_len(*offset)?;\n","")]),
+("04-earlier-damage-as-torn-tail","SPEC 7.4: treating damage in an earlier segment as a torn tail",[
+ ("engine/src/recovery.rs","        if !is_last {\n            return Err(corrupt(","        if false && !is_last {\n            return Err(corrupt("),
+ ("engine/src/recovery.rs","        tail = segment_tail;\n","        tail = segment_tail;\n        if tail != Tail::Clean {\n            break;\n        }\n")]),
+("05-stale-writer-accepted","SPEC 7.5: checking only expected > current",[
+ ("engine/src/error.rs","            Expected::Exact(version) => current == version,","            Expected::Exact(version) => version <= current,")]),
+("06-read-skips-first-event","SPEC 7.6: off-by-one read (the first event asked for is skipped)",[
+ ("engine/src/log.rs","filter(|event| event.version >= from)","filter(|event| event.version > from)")]),
+("07-roll-after-limit","SPEC 7.7: rolling only after the limit is passed",[
+ ("engine/src/log.rs","                && (segment_used == 0 || segment_used + record_len <= self.segment_bytes);","                && (segment_used == 0 || segment_used <= self.segment_bytes);")]),
+("08-time-in-seconds","SPEC 7.8: storing time in seconds",[
+ ("engine/src/log.rs","        let at = self.now.as_ref().map_or_else(system_now, |now| now());","        let at = self.now.as_ref().map_or_else(system_now, |now| now()) / 1_000_000_000;")]),
+("09-quota-refuses-exact-fit","SPEC 7.9: a quota that refuses a record that fits exactly",[
+ ("engine/src/log.rs","            } else if self.max_bytes > 0 && size + record_len > self.max_bytes {","            } else if self.max_bytes > 0 && size + record_len >= self.max_bytes {")]),
+("10-no-cut-back","SPEC 7.10: returning the error of a failed write or fsync without cutting the bytes back",[
+ ("engine/src/log.rs","        let cut_back = file.set_len(group.offset).and_then(|()| file.sync_data());","        let cut_back: std::io::Result<()> = Ok(());")]),
+("11-ack-before-fsync","SPEC 7.11: acknowledging before fsync",[
+ ("engine/src/log.rs","            })\n            .and_then(|()| file.sync_data());","            });")]),
+("12-no-directory-fsync","SPEC 7.12: no directory fsync after creating a segment",[
+ ("engine/src/log.rs","        self.vfs.sync_dir(&self.dir).map_err(poison)?;\n","")]),
+("13-trust-retried-fsync","SPEC 7.13: retrying a failed fsync and trusting it",[
+ ("engine/src/log.rs","            })\n            .and_then(|()| file.sync_data());","            })\n            .and_then(|()| file.sync_data().or_else(|_| file.sync_data()));")]),
+]
+for name, desc, subs in P:
+    scratch=tempfile.mkdtemp(prefix='durlog-pitfall-')
+    shutil.rmtree(scratch, ignore_errors=True)
+    os.makedirs(scratch)
+    files=sorted(set(f for f,_,_ in subs))
+    for f in files:
+        os.makedirs(os.path.dirname(scratch+'/a/'+f), exist_ok=True)
+        os.makedirs(os.path.dirname(scratch+'/b/'+f), exist_ok=True)
+        shutil.copy(root+'/'+f, scratch+'/a/'+f)
+        shutil.copy(root+'/'+f, scratch+'/b/'+f)
+    for f, old, new in subs:
+        p=scratch+'/b/'+f
+        s=open(p).read()
+        assert s.count(old)==1, (name, f, old)
+        s=s.replace(old,new)
+        open(p,'w').write(s)
+    diff=subprocess.run(['diff','-ru','a','b'],cwd=scratch,capture_output=True,text=True).stdout
+    # No timestamps, so a regeneration changes only what changed.
+    diff=re.sub(r'^((?:---|\+\+\+) \S+)\t.*$', r'\1', diff, flags=re.M)
+    shutil.rmtree(scratch)
+    open(f'{out}/{name}.patch','w').write(f'# {desc}\n'+diff)
+    print(name)
