@@ -185,17 +185,25 @@ impl Shared {
     /// Unparks the threads whose appends finished and, if appends are
     /// queued, the first of their threads to lead the next group.
     fn wake_finished_and_next_leader(&mut self) {
+        for thread in self.threads_to_wake() {
+            thread.unpark();
+        }
+    }
+
+    /// The threads [`Shared::wake_finished_and_next_leader`] wakes, the next
+    /// leader first, for waking after the lock is released.
+    fn threads_to_wake(&mut self) -> Vec<Thread> {
+        let mut threads = Vec::with_capacity(self.to_wake.len() + 1);
         if !self.committing
             && let Some(next) = self
                 .queue
                 .iter()
                 .find_map(|pending| self.waiters.get(&pending.ticket))
         {
-            next.unpark();
+            threads.push(next.clone());
         }
-        for waiter in self.to_wake.drain(..) {
-            waiter.unpark();
-        }
+        threads.append(&mut self.to_wake);
+        threads
     }
 }
 
@@ -552,8 +560,14 @@ impl Log {
         let mut shared = lock(&self.shared);
         shared.committing = false;
         self.publish(&mut shared, group, result, sync_ns);
-        shared.wake_finished_and_next_leader();
-        shared
+        // Wake outside the lock: the next leader, woken first, can form its
+        // group while this thread is still waking the rest.
+        let threads = shared.threads_to_wake();
+        drop(shared);
+        for thread in threads {
+            thread.unpark();
+        }
+        lock(&self.shared)
     }
 
     /// Claims the lead and, if the last group had company, yields a few
