@@ -6,6 +6,9 @@
 //! from `DURLOG_SEED` (default below) plus the case number; a failing case
 //! prints the command that replays it alone.
 
+mod common;
+
+use common::crc32c_bitwise;
 use durlog::format::inspect_batch;
 use durlog::{
     Batch, BatchError, Event, HEADER_SIZE, RecordError, append_record, crc32c, decode_batch,
@@ -48,23 +51,6 @@ fn expected_batch(stream: &str, first_version: u64, events: &[Event]) -> Batch {
         first_version,
         events,
     }
-}
-
-/// CRC-32C one bit at a time, as SPEC 2.1 defines it, independent of the
-/// `crc32c` crate.
-fn crc32c_bitwise(bytes: &[u8]) -> u32 {
-    let mut crc = 0xFFFF_FFFF_u32;
-    for &byte in bytes {
-        crc ^= u32::from(byte);
-        for _ in 0..8 {
-            crc = if crc & 1 == 1 {
-                (crc >> 1) ^ 0x82F6_3B78
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    crc ^ 0xFFFF_FFFF
 }
 
 /// Offsets of the fields of an encoded batch, from the layout of SPEC 2.2

@@ -4,26 +4,10 @@
 
 mod common;
 
-use common::{Backend, Op, clock, event};
+use common::{Backend, Op, clock, crc32c_bitwise, event};
 use durlog::{Error, Expected, Options, Tail, parse_record, segment_name};
 
 const SEG1: &str = "00000000000000000001.log";
-
-/// The test's own CRC-32C, bit by bit, as SPEC 2.1 defines it.
-fn bitwise_crc32c(bytes: &[u8]) -> u32 {
-    let mut crc = 0xFFFF_FFFFu32;
-    for &byte in bytes {
-        crc ^= u32::from(byte);
-        for _ in 0..8 {
-            crc = if crc & 1 == 1 {
-                (crc >> 1) ^ 0x82F6_3B78
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    !crc
-}
 
 #[test]
 fn pitfall_01_crc_covers_seq_and_payload_with_castagnoli() {
@@ -42,7 +26,7 @@ fn pitfall_01_crc_covers_seq_and_payload_with_castagnoli() {
             assert_eq!(&bytes[offset + 8..offset + 16], &seq.to_le_bytes());
             assert_eq!(
                 stored,
-                bitwise_crc32c(&bytes[offset + 8..offset + 16 + len]),
+                crc32c_bitwise(&bytes[offset + 8..offset + 16 + len]),
                 "seq {seq}"
             );
             offset += 16 + len;

@@ -128,6 +128,23 @@ impl Backend {
     }
 }
 
+/// CRC-32C one bit at a time, as SPEC 2.1 defines it, independent of the
+/// `crc32c` crate the engine uses.
+pub fn crc32c_bitwise(bytes: &[u8]) -> u32 {
+    let mut crc = 0xFFFF_FFFF_u32;
+    for &byte in bytes {
+        crc ^= u32::from(byte);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0x82F6_3B78
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
 /// Event with type and data, the way the tests append them.
 pub fn event(event_type: &str, data: &[u8]) -> Event {
     Event::new(event_type, data.to_vec())
