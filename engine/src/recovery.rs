@@ -305,7 +305,7 @@ impl Scanner {
                 Ok(len) => return Ok(len),
                 Err(reason) => reason,
             };
-            let bytes = record_region(window, offset)?;
+            let bytes = record_bytes(window, offset)?.to_vec();
             if previous.as_ref() == Some(&bytes) {
                 return Err(Failure::Damaged(reason));
             }
@@ -326,15 +326,7 @@ impl Scanner {
         segment: u32,
         visit: &mut dyn FnMut(&RecordInfo<'_>),
     ) -> Result<Result<u64, String>, Failure> {
-        let header = window.bytes(offset, HEADER_SIZE as u64)?;
-        let claimed = if header.len() == HEADER_SIZE {
-            u64::from(u32::from_le_bytes([
-                header[0], header[1], header[2], header[3],
-            ]))
-        } else {
-            0
-        };
-        let bytes = window.bytes(offset, HEADER_SIZE as u64 + claimed)?;
+        let bytes = record_bytes(window, offset)?;
         let record = match parse_record(bytes) {
             Ok(record) => record,
             Err(error) => return Ok(Err(error.to_string())),
@@ -546,18 +538,17 @@ impl From<io::Error> for Failure {
     }
 }
 
-/// The bytes a damaged record claims (bounded by the file), for comparing
-/// two reads of it.
-fn record_region(window: &mut Window<'_>, offset: u64) -> io::Result<Vec<u8>> {
-    let header = window.bytes(offset, HEADER_SIZE as u64)?.to_vec();
-    let claimed = if header.len() == HEADER_SIZE {
-        u64::from(u32::from_le_bytes([
-            header[0], header[1], header[2], header[3],
-        ]))
-    } else {
-        0
+/// The bytes the record at `offset` claims by its length field, bounded by
+/// the end of the file (a damaged length never reads past it).
+fn record_bytes<'w>(window: &'w mut Window<'_>, offset: u64) -> io::Result<&'w [u8]> {
+    let header = window.bytes(offset, HEADER_SIZE as u64)?;
+    let claimed = match header {
+        [l0, l1, l2, l3, ..] if header.len() == HEADER_SIZE => {
+            u64::from(u32::from_le_bytes([*l0, *l1, *l2, *l3]))
+        }
+        _ => 0,
     };
-    Ok(window.bytes(offset, HEADER_SIZE as u64 + claimed)?.to_vec())
+    window.bytes(offset, HEADER_SIZE as u64 + claimed)
 }
 
 /// `len` bytes at `offset`, read until two reads in a row agree: what

@@ -258,6 +258,20 @@ fn reopen_recovers_everything() {
     }
 }
 
+/// Nine records (one/two/three, three times) in segments 1, 4 and 7 of
+/// 149 bytes each; returns the options that wrote them.
+fn three_segments_of_three(backend: &Backend) -> Options {
+    let options = Options {
+        segment_bytes: 170,
+        ..clock(0)
+    };
+    let log = backend.open(options.clone()).unwrap();
+    for _ in 0..3 {
+        one_two_three(&log);
+    }
+    options
+}
+
 /// Stream s, type t, data one/two/three: records of 49, 49 and 51 bytes.
 fn one_two_three(log: &durlog::Log) {
     for data in ["one", "two", "three"] {
@@ -527,15 +541,7 @@ fn garbage_tails_are_truncated() {
 #[test]
 fn damage_in_an_earlier_segment_is_refused_untouched() {
     for backend in Backend::all() {
-        let options = Options {
-            segment_bytes: 170,
-            ..clock(0)
-        };
-        let log = backend.open(options.clone()).unwrap();
-        for _ in 0..3 {
-            one_two_three(&log);
-        }
-        drop(log);
+        let options = three_segments_of_three(&backend);
         let clean = backend.snapshot();
         for (victim, offset) in [
             (segment_name(1), 60usize),
@@ -589,15 +595,7 @@ fn damage_in_an_earlier_segment_is_refused_untouched() {
 #[test]
 fn damage_to_the_structure_is_refused() {
     for backend in Backend::all() {
-        let options = Options {
-            segment_bytes: 170,
-            ..clock(0)
-        };
-        let log = backend.open(options.clone()).unwrap();
-        for _ in 0..3 {
-            one_two_three(&log);
-        }
-        drop(log);
+        let options = three_segments_of_three(&backend);
         let clean = backend.snapshot();
         let restore = |backend: &Backend| {
             for name in backend.files() {
