@@ -1,9 +1,11 @@
 //! Properties of `SimVfs`'s crash model: what a power loss may leave, and
 //! only that. Every randomized test prints the seed that failed.
 
+mod common;
+
+use common::{for_each_seed, open};
 use std::collections::BTreeSet;
 use std::io;
-use std::ops::Range;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::path::Path;
 
@@ -11,21 +13,6 @@ use durlog_vfs::{
     FaultConfig, FaultKind, OpenMode, PAGE_BYTES, SimVfs, TraceKind, Vfs, VfsFile, injected_fault,
 };
 use proptest::prelude::*;
-
-/// Runs `body` for every seed; on a panic, says which seed to reproduce.
-fn for_each_seed(seeds: Range<u64>, mut body: impl FnMut(u64)) {
-    for seed in seeds {
-        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| body(seed))) {
-            eprintln!("failed: reproduce with seed={seed}");
-            resume_unwind(panic);
-        }
-    }
-}
-
-fn open(vfs: &SimVfs, path: &str, mode: OpenMode) -> Box<dyn VfsFile> {
-    vfs.open(Path::new(path), mode)
-        .unwrap_or_else(|error| panic!("open {path}: {error}"))
-}
 
 const PAGE: usize = PAGE_BYTES as usize;
 

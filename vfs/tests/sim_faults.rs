@@ -2,31 +2,16 @@
 //! writes, ENOSPC, misdirected writes, bit flips), of `FaultConfig`, and of
 //! the trace. Every randomized test prints the seed that failed.
 
+mod common;
+
+use common::{for_each_seed, open};
 use std::collections::BTreeSet;
 use std::io;
-use std::ops::Range;
-use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::path::Path;
 
-use durlog_vfs::{
-    FaultConfig, FaultKind, OpenMode, SimVfs, TraceKind, Vfs, VfsFile, injected_fault,
-};
+use durlog_vfs::{FaultConfig, FaultKind, OpenMode, SimVfs, TraceKind, Vfs, injected_fault};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-
-fn for_each_seed(seeds: Range<u64>, mut body: impl FnMut(u64)) {
-    for seed in seeds {
-        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| body(seed))) {
-            eprintln!("failed: reproduce with seed={seed}");
-            resume_unwind(panic);
-        }
-    }
-}
-
-fn open(vfs: &SimVfs, path: &str, mode: OpenMode) -> Box<dyn VfsFile> {
-    vfs.open(Path::new(path), mode)
-        .unwrap_or_else(|error| panic!("open {path}: {error}"))
-}
 
 fn contents(vfs: &SimVfs, path: &str) -> Vec<u8> {
     vfs.file_contents(Path::new(path)).expect("the file exists")
