@@ -100,9 +100,10 @@ pub struct Tuning {
     pub preallocate_chunk_bytes: u64,
     /// Only a group this small extends the preallocation. Zeros cost disk
     /// bandwidth once and save a metadata commit per sync. On ext4 here
-    /// that paid for every group the benchmarks form (up to ~230 KiB: 64
-    /// writers of 4 KiB events); a group past this is mostly data anyway,
-    /// and writing its bytes twice would halve its bandwidth.
+    /// that paid for groups of 4 KiB events from 8 to 32 writers (up to
+    /// ~120 KiB): 20-80% more appends/s. At 64 writers (~230 KiB groups)
+    /// throughput came out the same either way, and the syncs that carried
+    /// a chunk of zeros lengthened the tail.
     pub preallocate_group_bytes_max: u64,
     /// How many times a leader yields the CPU, at most, waiting for the
     /// threads of the last group to queue their next appends (only when
@@ -115,7 +116,7 @@ impl Default for Tuning {
         Tuning {
             preallocate_after_bytes: 64 << 10,
             preallocate_chunk_bytes: 1 << 20,
-            preallocate_group_bytes_max: 256 << 10,
+            preallocate_group_bytes_max: 128 << 10,
             gather_yields: 4,
         }
     }
