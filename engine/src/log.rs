@@ -141,7 +141,15 @@ pub struct Log {
     writer: Mutex<Writer>,
     handles: Mutex<Handles>,
     tuning: Tuning,
+    /// Payload buffers of published appends, for the next ones to encode
+    /// into (a lock of its own: `submit` encodes before it takes `shared`).
+    spare_payloads: Mutex<Vec<Vec<u8>>>,
 }
+
+/// Buffers kept in [`Log::spare_payloads`]: enough for one per writer of a
+/// busy log, none so large that a one-off big event stays resident.
+const SPARE_PAYLOADS_MAX: usize = 128;
+const SPARE_PAYLOAD_BYTES_MAX: usize = 64 << 10;
 
 /// State every caller sees, under one lock.
 struct Shared {
@@ -156,6 +164,10 @@ struct Shared {
     waiters: BTreeMap<Ticket, Thread>,
     /// Waiters whose outcome was published, to unpark.
     to_wake: Vec<Thread>,
+    /// Emptied vectors kept for reuse, so that a steady append allocates
+    /// nothing of its own: the threads to wake, and a group's members.
+    spare_wake: Vec<Thread>,
+    spare_members: Vec<Member>,
     next_ticket: u64,
     /// A leader is writing or syncing a group.
     committing: bool,
@@ -189,15 +201,17 @@ impl Shared {
     /// Unparks the threads whose appends finished and, if appends are
     /// queued, the first of their threads to lead the next group.
     fn wake_finished_and_next_leader(&mut self) {
-        for thread in self.threads_to_wake() {
+        let mut threads = self.threads_to_wake();
+        for thread in threads.drain(..) {
             thread.unpark();
         }
+        self.spare_wake = threads;
     }
 
     /// The threads [`Shared::wake_finished_and_next_leader`] wakes, the next
     /// leader first, for waking after the lock is released.
     fn threads_to_wake(&mut self) -> Vec<Thread> {
-        let mut threads = Vec::with_capacity(self.to_wake.len() + 1);
+        let mut threads = std::mem::take(&mut self.spare_wake);
         if !self.committing
             && let Some(next) = self
                 .queue
@@ -214,7 +228,6 @@ impl Shared {
 /// An append whose arguments were checked, waiting for a group.
 struct Pending {
     ticket: Ticket,
-    stream: String,
     expected: Expected,
     /// The encoded batch, with `first_version` still to be patched in.
     payload: Vec<u8>,
@@ -224,6 +237,13 @@ struct Pending {
 impl Pending {
     fn record_len(&self) -> u64 {
         (HEADER_SIZE + self.payload.len()) as u64
+    }
+
+    /// The stream, read back from the encoded batch (which starts with it)
+    /// rather than kept as a second, allocated copy.
+    fn stream(&self) -> &str {
+        let len = usize::from(u16::from_le_bytes([self.payload[0], self.payload[1]]));
+        std::str::from_utf8(&self.payload[2..2 + len]).expect("encoded from a &str")
     }
 }
 
@@ -397,6 +417,8 @@ impl Log {
                 outcomes: BTreeMap::new(),
                 waiters: BTreeMap::new(),
                 to_wake: Vec::new(),
+                spare_wake: Vec::new(),
+                spare_members: Vec::new(),
                 next_ticket: 0,
                 committing: false,
                 last_group_size: 0,
@@ -412,6 +434,7 @@ impl Log {
             }),
             handles: Mutex::new(Handles::default()),
             tuning,
+            spare_payloads: Mutex::new(Vec::new()),
         })
     }
 
@@ -486,7 +509,9 @@ impl Log {
             });
         }
         let at = self.now.as_ref().map_or_else(system_now, |now| now());
-        let mut payload = Vec::with_capacity(payload_len as usize);
+        let mut payload = lock(&self.spare_payloads).pop().unwrap_or_default();
+        payload.clear();
+        payload.reserve(payload_len as usize);
         encode_batch_at(&mut payload, stream, 0, events, at);
         let mut shared = lock(&self.shared);
         if shared.read_only {
@@ -501,7 +526,6 @@ impl Log {
         shared.next_ticket += 1;
         shared.queue.push_back(Pending {
             ticket,
-            stream: stream.to_owned(),
             expected,
             payload,
             count: events.len() as u32,
@@ -545,6 +569,7 @@ impl Log {
         let group = self.form_group(&mut shared);
         if group.members.is_empty() {
             shared.committing = false;
+            shared.spare_members = group.members;
             self.publish_refusals(&mut shared, group.refused);
             shared.wake_finished_and_next_leader();
             return shared;
@@ -566,12 +591,14 @@ impl Log {
         self.publish(&mut shared, group, result, sync_ns);
         // Wake outside the lock: the next leader, woken first, can form its
         // group while this thread is still waking the rest.
-        let threads = shared.threads_to_wake();
+        let mut threads = shared.threads_to_wake();
         drop(shared);
-        for thread in threads {
+        for thread in threads.drain(..) {
             thread.unpark();
         }
-        lock(&self.shared)
+        let mut shared = lock(&self.shared);
+        shared.spare_wake = threads;
+        shared
     }
 
     /// Claims the lead and, if the last group had company, yields a few
@@ -600,7 +627,7 @@ impl Log {
             offset: last.map_or(0, |segment| segment.len),
             previous_len: last.map_or(0, |segment| segment.len),
             sealed_bytes: shared.size - last.map_or(0, |segment| segment.len),
-            members: Vec::new(),
+            members: std::mem::take(&mut shared.spare_members),
             refused: Vec::new(),
             bytes: 0,
         };
@@ -612,13 +639,13 @@ impl Log {
                 .members
                 .iter()
                 .rev()
-                .find(|member| member.pending.stream == pending.stream)
+                .find(|member| member.pending.stream() == pending.stream())
                 .map(|member| member.first_version + u64::from(member.pending.count) - 1)
-                .unwrap_or_else(|| shared.index.version(&pending.stream));
+                .unwrap_or_else(|| shared.index.version(pending.stream()));
             let record_len = pending.record_len();
             let refusal = if !pending.expected.matches(current) {
                 Some(Error::VersionConflict {
-                    stream: pending.stream.clone(),
+                    stream: pending.stream().to_owned(),
                     expected: pending.expected,
                     actual: current,
                 })
@@ -652,7 +679,7 @@ impl Log {
                 break;
             }
             let mut pending = shared.queue.pop_front().expect("front exists");
-            let at = first_version_offset(pending.stream.len());
+            let at = first_version_offset(pending.stream().len());
             pending.payload[at..at + 8].copy_from_slice(&(current + 1).to_le_bytes());
             let seq = shared.last_seq + 1 + group.members.len() as u64;
             size += record_len;
@@ -844,7 +871,7 @@ impl Log {
                     };
                     shared
                         .index
-                        .push(&member.pending.stream, member.pending.count, location);
+                        .push(member.pending.stream(), member.pending.count, location);
                     offset += member.pending.record_len();
                     let version = member.first_version + u64::from(member.pending.count) - 1;
                     shared.finish(member.pending.ticket, Ok(version));
@@ -875,6 +902,20 @@ impl Log {
                 }
             }
         }
+        self.recycle(shared, group.members);
+    }
+
+    /// Keeps a published group's member vector and payload buffers for
+    /// the appends to come.
+    fn recycle(&self, shared: &mut Shared, mut members: Vec<Member>) {
+        let mut spare = lock(&self.spare_payloads);
+        for member in members.drain(..) {
+            let payload = member.pending.payload;
+            if spare.len() < SPARE_PAYLOADS_MAX && payload.capacity() <= SPARE_PAYLOAD_BYTES_MAX {
+                spare.push(payload);
+            }
+        }
+        shared.spare_members = members;
     }
 
     fn publish_refusals(&self, shared: &mut Shared, refused: Vec<(Pending, Error)>) {

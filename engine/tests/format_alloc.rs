@@ -1,6 +1,8 @@
 //! `append_record` into a buffer with room allocates nothing, and
 //! `parse_record` never does: the write path reuses one buffer per append
-//! and recovery parses at scan speed.
+//! and recovery parses at scan speed. A steady `Log::append` allocates
+//! nothing of its own either: its payload buffer, its group's vectors and
+//! its wake-up list are all reused.
 //!
 //! A counting global allocator lives in this file alone (it would count for
 //! every test in the binary). It counts per thread, so the test harness's
@@ -115,4 +117,31 @@ fn parse_record_allocates_nothing() {
         }
     });
     assert_eq!(counted, 0);
+}
+
+#[test]
+fn a_steady_append_allocates_nothing_of_its_own() {
+    use durlog::vfs::SimVfs;
+    use durlog::{Event, Expected, Log, Options};
+
+    let log = Log::open_with_vfs(SimVfs::new(1), "/log", Options::default()).expect("open");
+    let streams = ["a", "b", "c", "d"];
+    let batches = [
+        vec![Event::new("t", vec![0xA5; 100])],
+        vec![Event::new("u", vec![1; 10]), Event::new("v", vec![2; 3000])],
+    ];
+    let mut append = |i: usize| {
+        log.append(streams[i % 4], Expected::Any, &batches[i % 2])
+            .expect("append");
+    };
+    // Warm-up: the streams' index entries, the reused buffers, the disk's
+    // pages. After it, only amortised growth may allocate (the index's
+    // per-stream vectors double, the simulated file gains pages).
+    (0..2_000).for_each(&mut append);
+    let appends = 1_000;
+    let counted = allocations_during(|| (0..appends).for_each(&mut append));
+    assert!(
+        counted <= appends as u64 / 100,
+        "{counted} allocations in {appends} appends"
+    );
 }
