@@ -242,8 +242,14 @@ impl Pending {
     /// The stream, read back from the encoded batch (which starts with it)
     /// rather than kept as a second, allocated copy.
     fn stream(&self) -> &str {
+        std::str::from_utf8(self.stream_bytes()).expect("encoded from a &str")
+    }
+
+    /// The stream's bytes, for comparing without re-checking UTF-8 (a
+    /// group's formation compares every pair of its appends).
+    fn stream_bytes(&self) -> &[u8] {
         let len = usize::from(u16::from_le_bytes([self.payload[0], self.payload[1]]));
-        std::str::from_utf8(&self.payload[2..2 + len]).expect("encoded from a &str")
+        &self.payload[2..2 + len]
     }
 }
 
@@ -588,7 +594,7 @@ impl Log {
 
         let mut shared = lock(&self.shared);
         shared.committing = false;
-        self.publish(&mut shared, group, result, sync_ns);
+        let mut members = self.publish(&mut shared, group, result, sync_ns);
         // Wake outside the lock: the next leader, woken first, can form its
         // group while this thread is still waking the rest.
         let mut threads = shared.threads_to_wake();
@@ -596,8 +602,10 @@ impl Log {
         for thread in threads.drain(..) {
             thread.unpark();
         }
+        self.recycle_payloads(&mut members);
         let mut shared = lock(&self.shared);
         shared.spare_wake = threads;
+        shared.spare_members = members;
         shared
     }
 
@@ -639,7 +647,7 @@ impl Log {
                 .members
                 .iter()
                 .rev()
-                .find(|member| member.pending.stream() == pending.stream())
+                .find(|member| member.pending.stream_bytes() == pending.stream_bytes())
                 .map(|member| member.first_version + u64::from(member.pending.count) - 1)
                 .unwrap_or_else(|| shared.index.version(pending.stream()));
             let record_len = pending.record_len();
@@ -839,14 +847,15 @@ impl Log {
     /// Publishes a group's outcome: on success the index, versions and size
     /// move and every member is acknowledged; on failure every member fails
     /// and the refused appends go back to the queue, to be checked again
-    /// against the state the failed group did not change.
+    /// against the state the failed group did not change. Returns the
+    /// members, for their buffers to be reused.
     fn publish(
         &self,
         shared: &mut Shared,
         group: Group,
         result: Result<(), GroupFailure>,
         sync_ns: u64,
-    ) {
+    ) -> Vec<Member> {
         let rolled = match &result {
             Ok(()) => group.roll_to.is_some(),
             Err(failure) => failure.rolled,
@@ -902,12 +911,13 @@ impl Log {
                 }
             }
         }
-        self.recycle(shared, group.members);
+        group.members
     }
 
-    /// Keeps a published group's member vector and payload buffers for
-    /// the appends to come.
-    fn recycle(&self, shared: &mut Shared, mut members: Vec<Member>) {
+    /// Keeps a published group's payload buffers for the appends to come
+    /// (outside the shared lock: submitters take them concurrently) and
+    /// empties `members` for reuse.
+    fn recycle_payloads(&self, members: &mut Vec<Member>) {
         let mut spare = lock(&self.spare_payloads);
         for member in members.drain(..) {
             let payload = member.pending.payload;
@@ -915,7 +925,6 @@ impl Log {
                 spare.push(payload);
             }
         }
-        shared.spare_members = members;
     }
 
     fn publish_refusals(&self, shared: &mut Shared, refused: Vec<(Pending, Error)>) {
