@@ -23,6 +23,13 @@ pub(crate) const fn first_version_offset(stream_len: usize) -> usize {
     2 + stream_len
 }
 
+/// The stream name's bytes at the start of an encoded batch: the log reads
+/// them back from its queued payloads instead of keeping a copy.
+pub(crate) fn batch_stream(payload: &[u8]) -> &[u8] {
+    let len = usize::from(u16::from_le_bytes([payload[0], payload[1]]));
+    &payload[2..2 + len]
+}
+
 /// Bytes a batch needs before its first event: stream length (2),
 /// first version (8), count (4), plus the stream name itself.
 const BATCH_FIXED_BYTES: usize = 2 + 8 + 4;

@@ -36,7 +36,7 @@ use durlog_vfs::{OpenMode, PosixVfs, Vfs, VfsFile};
 use crate::error::{Error, Expected};
 use crate::format::{
     Event, HEADER_SIZE, MAX_NAME_BYTES, MAX_PAYLOAD_BYTES, append_record, batch_encoded_len,
-    decode_batch, encode_batch_at, first_version_offset, parse_record, segment_name,
+    batch_stream, decode_batch, encode_batch_at, first_version_offset, parse_record, segment_name,
 };
 use crate::index::{Index, Location};
 use crate::recovery::{self, GROUP_BYTES_MAX, RecoveryReport, Tail};
@@ -248,8 +248,7 @@ impl Pending {
     /// The stream's bytes, for comparing without re-checking UTF-8 (a
     /// group's formation compares every pair of its appends).
     fn stream_bytes(&self) -> &[u8] {
-        let len = usize::from(u16::from_le_bytes([self.payload[0], self.payload[1]]));
-        &self.payload[2..2 + len]
+        batch_stream(&self.payload)
     }
 }
 
@@ -687,7 +686,7 @@ impl Log {
                 break;
             }
             let mut pending = shared.queue.pop_front().expect("front exists");
-            let at = first_version_offset(pending.stream().len());
+            let at = first_version_offset(pending.stream_bytes().len());
             pending.payload[at..at + 8].copy_from_slice(&(current + 1).to_le_bytes());
             let seq = shared.last_seq + 1 + group.members.len() as u64;
             size += record_len;
