@@ -12,6 +12,7 @@ mod guard;
 mod harness;
 mod plot;
 mod report;
+mod roll;
 mod systems;
 
 use std::path::{Path, PathBuf};
@@ -53,6 +54,14 @@ enum Cmd {
     Memory,
     /// Redraw results/appends.svg from results/results.json.
     Plot,
+    /// Latency of the appends that roll a segment, with the next segment
+    /// created at the roll and prepared ahead (results/roll.md). Event size
+    /// from --sizes (first; default 4096), rounds from --rounds.
+    Roll {
+        /// Rolls per round.
+        #[arg(long, default_value_t = 8)]
+        rolls: u64,
+    },
     /// Internal: measure memory in a fresh process.
     #[command(hide = true)]
     MemoryChild {
@@ -195,6 +204,22 @@ fn run(cli: Cli) -> Result<()> {
     let data = base.join(format!("run-{stamp}-{}", std::process::id()));
     std::fs::create_dir_all(&data)?;
     guard::refuse_memory_fs(&data)?;
+    if let Cmd::Roll { rolls } = cli.command {
+        let size = options
+            .sizes
+            .as_ref()
+            .and_then(|sizes| sizes.first().copied());
+        let rounds = options.rounds.unwrap_or(3).max(1);
+        let table = roll::run(&data, size.unwrap_or(4096), rounds, rolls);
+        if !options.keep {
+            let _ = std::fs::remove_dir_all(&data);
+        }
+        let table = table?;
+        println!("{table}");
+        std::fs::create_dir_all(&results_dir)?;
+        std::fs::write(results_dir.join("roll.md"), &table)?;
+        return Ok(());
+    }
 
     let started = Instant::now();
     let repo = Path::new(CRATE_DIR).parent().unwrap_or(Path::new("."));
@@ -275,6 +300,7 @@ fn command_name(cmd: &Cmd) -> &'static str {
         Cmd::Open => "open",
         Cmd::Memory => "memory",
         Cmd::Plot => "plot",
+        Cmd::Roll { .. } => "roll",
         Cmd::MemoryChild { .. } => "memory-child",
     }
 }

@@ -7,7 +7,8 @@
 use std::io::{BufRead, Write};
 use std::path::Path;
 
-use durlog::{Event, Expected, Log, Options, Tail};
+use durlog::vfs::PosixVfs;
+use durlog::{Event, Expected, Log, NextSegment, Options, Tail, Tuning};
 
 use crate::error::CliError;
 
@@ -38,7 +39,14 @@ pub fn run(
     output: &mut dyn Write,
     notes: &mut dyn Write,
 ) -> Result<u64, CliError> {
-    let log = Log::open(args.dir, options).map_err(|error| CliError::log(args.dir, error))?;
+    // One append per process: a next segment prepared ahead would only be
+    // removed by the next process's Open, so none is.
+    let tuning = Tuning {
+        next_segment: NextSegment::CreateAtRoll,
+        ..Tuning::default()
+    };
+    let log = Log::open_tuned(PosixVfs, args.dir, options, tuning)
+        .map_err(|error| CliError::log(args.dir, error))?;
     if let Tail::Torn {
         file,
         offset,

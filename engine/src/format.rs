@@ -146,6 +146,11 @@ pub fn segment_name(first_seq: u64) -> String {
     format!("{first_seq:020}.log")
 }
 
+/// The file a log prepares as its next segment before it needs it: zeros
+/// only, renamed to the new segment's name at the roll. Not a segment name,
+/// so recovery never reads it as one; `Log::open` removes it.
+pub const NEXT_SEGMENT_NAME: &str = "next-segment.zeros";
+
 /// The first seq named by a segment file name, if `name` is one.
 pub fn parse_segment_name(name: &str) -> Option<u64> {
     let digits = name.strip_suffix(".log")?;

@@ -27,16 +27,17 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::thread::{self, Thread};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::{self, JoinHandle, Thread};
 use std::time::Instant;
 
 use durlog_vfs::{OpenMode, PosixVfs, Vfs, VfsFile};
 
 use crate::error::{Error, Expected};
 use crate::format::{
-    Event, HEADER_SIZE, MAX_NAME_BYTES, MAX_PAYLOAD_BYTES, append_record, batch_encoded_len,
-    batch_stream, decode_batch, encode_batch_at, first_version_offset, parse_record, segment_name,
+    Event, HEADER_SIZE, MAX_NAME_BYTES, MAX_PAYLOAD_BYTES, NEXT_SEGMENT_NAME, append_record,
+    batch_encoded_len, batch_stream, decode_batch, encode_batch_at, first_version_offset,
+    parse_record, segment_name,
 };
 use crate::index::{Index, Location};
 use crate::recovery::{self, GROUP_BYTES_MAX, RecoveryReport, Tail};
@@ -110,6 +111,27 @@ pub struct Tuning {
     /// threads of the last group to queue their next appends (only when
     /// that group held more than one append).
     pub gather_yields: usize,
+    /// Who prepares the next segment file, and when.
+    pub next_segment: NextSegment,
+}
+
+/// How the file of the next segment comes to exist.
+///
+/// Prepared, it is written as zeros under [`NEXT_SEGMENT_NAME`] (as long as
+/// a preallocation chunk, within the quota) and synced once the active
+/// segment is half full; the roll renames it and syncs the directory. The
+/// roll then creates nothing, and the new segment's first appends
+/// overwrite zeros instead of growing the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NextSegment {
+    /// The roll creates the new file itself.
+    CreateAtRoll,
+    /// A thread of the log's own prepares it, started the first time a
+    /// segment is half full and asleep between segments.
+    Background,
+    /// [`Log::prepare_next_segment`] prepares it, when the caller calls it
+    /// (a deterministic simulator, which runs no threads).
+    OnCall,
 }
 
 impl Default for Tuning {
@@ -119,6 +141,7 @@ impl Default for Tuning {
             preallocate_chunk_bytes: 1 << 20,
             preallocate_group_bytes_max: 128 << 10,
             gather_yields: 4,
+            next_segment: NextSegment::Background,
         }
     }
 }
@@ -137,8 +160,10 @@ pub struct Log {
     failpoint: Option<Failpoint>,
     recovery: RecoveryReport,
     shared: Mutex<Shared>,
-    /// The writer side, touched only by the current leader.
-    writer: Mutex<Writer>,
+    /// The writer side: the current leader's, and the preparing thread's.
+    writer: Arc<WriterSide>,
+    /// The thread that prepares the next segment, once it is started.
+    preparer: Mutex<Option<JoinHandle<()>>>,
     handles: Mutex<Handles>,
     tuning: Tuning,
     /// Payload buffers of published appends, for the next ones to encode
@@ -179,14 +204,178 @@ struct Shared {
     stats: Stats,
 }
 
+/// The writer state and what preparing the next segment needs, shared
+/// with the thread that prepares it.
+struct WriterSide {
+    writer: Mutex<Writer>,
+    /// Signalled when the next segment is wanted, and when the log closes.
+    wanted: Condvar,
+    vfs: Arc<dyn Vfs>,
+    /// Where the next segment is prepared: `dir/NEXT_SEGMENT_NAME`.
+    next_path: PathBuf,
+    segment_bytes: u64,
+    max_bytes: u64,
+    tuning: Tuning,
+}
+
 struct Writer {
     /// Read-write handle of the last segment, if any exists.
     file: Option<Arc<dyn VfsFile>>,
     /// The last segment's length on disk: its records and the zeros
     /// preallocated after them.
     allocated: u64,
+    /// Record bytes of the segments before the last (sealed: no zeros).
+    sealed: u64,
     /// The group's bytes; reused so steady appends do not allocate here.
     buf: Vec<u8>,
+    next: Next,
+    /// Rolls that renamed a prepared file instead of creating one.
+    prepared_rolls: u64,
+    /// The Vfs cannot rename: every roll creates its file.
+    cannot_rename: bool,
+    /// The log is being dropped: the preparing thread ends.
+    closing: bool,
+}
+
+/// A prepared next segment, renamed into place: its handle, and its
+/// length of zeros.
+type PreparedFile = (Box<dyn VfsFile>, u64);
+
+/// Where the next segment's preparation stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Next {
+    /// Not wanted yet (the active segment is less than half full).
+    Idle,
+    /// Wanted: the active segment is half full.
+    Wanted,
+    /// Being written, this long: the length counts against the quota.
+    Preparing(u64),
+    /// Zeros of this length, synced, at `WriterSide::next_path`.
+    Ready(u64),
+    /// Preparing failed; not tried again before the next roll.
+    Failed,
+}
+
+impl Next {
+    /// Bytes the next segment's file takes on disk (or will, once written).
+    fn reserved(self) -> u64 {
+        match self {
+            Next::Preparing(len) | Next::Ready(len) => len,
+            Next::Idle | Next::Wanted | Next::Failed => 0,
+        }
+    }
+}
+
+impl WriterSide {
+    fn lock(&self) -> MutexGuard<'_, Writer> {
+        lock(&self.writer)
+    }
+
+    /// Prepares the next segment if it is wanted: `Ok(true)` if this call
+    /// did. Runs without the writer lock while it writes and syncs, so a
+    /// leader is never held up; a roll that comes first creates its file.
+    fn prepare(&self) -> io::Result<bool> {
+        let len = {
+            let mut writer = self.lock();
+            if writer.next != Next::Wanted {
+                return Ok(false);
+            }
+            let len = self.next_len(&writer);
+            writer.next = Next::Preparing(len);
+            len
+        };
+        let mut ended = PreparationEnd {
+            side: self,
+            next: Next::Failed,
+        };
+        let result = self.write_zeros(len);
+        if result.is_ok() {
+            ended.next = Next::Ready(len);
+        }
+        result.map(|()| true)
+    }
+
+    /// The next segment's length: a preallocation chunk once the log is
+    /// past the preallocation threshold, and never more than the quota
+    /// leaves once the active segment is full. Records count against the
+    /// quota, zeros do not, so the file must leave the active segment the
+    /// room its records may still take.
+    fn next_len(&self, writer: &Writer) -> u64 {
+        if writer.sealed + writer.allocated < self.tuning.preallocate_after_bytes {
+            return 0;
+        }
+        let mut len = self.tuning.preallocate_chunk_bytes.min(self.segment_bytes);
+        if self.max_bytes > 0 {
+            let active_max = writer.allocated.max(self.segment_bytes);
+            len = len.min(
+                self.max_bytes
+                    .saturating_sub(writer.sealed)
+                    .saturating_sub(active_max),
+            );
+        }
+        len
+    }
+
+    fn write_zeros(&self, len: u64) -> io::Result<()> {
+        let file = match self.vfs.open(&self.next_path, OpenMode::CreateNew) {
+            // Left by a preparation that failed and could not clean up.
+            Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {
+                self.vfs.remove_file(&self.next_path)?;
+                self.vfs.open(&self.next_path, OpenMode::CreateNew)?
+            }
+            opened => opened?,
+        };
+        // Real zeros, synced: the new segment's appends then overwrite
+        // allocated, written blocks, and their fdatasync changes no size.
+        let result = if len == 0 {
+            Ok(())
+        } else {
+            file.write_at(&vec![0; len as usize], 0)
+                .and_then(|()| file.sync_data())
+        };
+        if result.is_err() {
+            // Best effort: a file left here is removed by the next
+            // preparation, or by the next Open.
+            let _ = self.vfs.remove_file(&self.next_path);
+        }
+        result
+    }
+
+    /// The preparing thread: asleep until a segment is half full.
+    fn run(&self) {
+        loop {
+            let mut writer = self.lock();
+            while writer.next != Next::Wanted && !writer.closing {
+                writer = self
+                    .wanted
+                    .wait(writer)
+                    .unwrap_or_else(PoisonError::into_inner);
+            }
+            if writer.closing {
+                return;
+            }
+            drop(writer);
+            if let Err(error) = self.prepare() {
+                log::warn!(
+                    "durlog: preparing the next segment failed ({error}); the roll will create it"
+                );
+            }
+        }
+    }
+}
+
+/// Ends a preparation, even one that panicked: a roll may be waiting for
+/// it.
+struct PreparationEnd<'a> {
+    side: &'a WriterSide,
+    next: Next,
+}
+
+impl Drop for PreparationEnd<'_> {
+    fn drop(&mut self) {
+        self.side.lock().next = self.next;
+        self.side.wanted.notify_all();
+    }
 }
 
 impl Shared {
@@ -293,24 +482,27 @@ fn system_now() -> i64 {
 
 impl Log {
     /// Opens (creating it if missing) the log in `dir` on the host's file
-    /// system, recovering from any crash.
+    /// system, recovering from any crash. The next segment is prepared in
+    /// the background ([`NextSegment::Background`]).
     pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Log, Error> {
-        Log::open_with_vfs(PosixVfs, dir, options)
+        Log::open_tuned(PosixVfs, dir, options, Tuning::default())
     }
 
-    /// Opens the log in `dir` on any file system backend.
+    /// Opens the log in `dir` on any file system backend. The log starts no
+    /// thread of its own, so that on a simulated disk a run depends on its
+    /// seed alone: the next segment is prepared only when the caller calls
+    /// [`Log::prepare_next_segment`] ([`NextSegment::OnCall`]), else the
+    /// roll creates it.
     pub fn open_with_vfs(
         vfs: impl Vfs + 'static,
         dir: impl AsRef<Path>,
         options: Options,
     ) -> Result<Log, Error> {
-        Log::open_arc(
-            Arc::new(vfs),
-            dir.as_ref(),
-            options,
-            Tuning::default(),
-            false,
-        )
+        let tuning = Tuning {
+            next_segment: NextSegment::OnCall,
+            ..Tuning::default()
+        };
+        Log::open_arc(Arc::new(vfs), dir.as_ref(), options, tuning, false)
     }
 
     /// Opens the log in `dir` for reading only: nothing on disk changes (no
@@ -384,6 +576,14 @@ impl Log {
                 Some(file)
             }
         };
+        // A next segment prepared by an earlier life goes: after a crash in
+        // the middle of a roll it may even be a second name of the last
+        // segment. The directory sync below makes the removal durable.
+        if let Some(path) = &scanned.next_segment
+            && !read_only
+        {
+            vfs.remove_file(path)?;
+        }
         // Likewise a segment's directory entry.
         if !read_only {
             vfs.sync_dir(dir)?;
@@ -403,13 +603,34 @@ impl Log {
             syncs,
             ..Stats::default()
         };
+        let segment_bytes = match options.segment_bytes {
+            0 => DEFAULT_SEGMENT_BYTES,
+            bytes => bytes.min(SEGMENT_BYTES_MAX),
+        };
+        let writer = Writer {
+            file: active,
+            allocated: scanned_active_len,
+            sealed: size - scanned_active_len,
+            buf: Vec::new(),
+            next: Next::Idle,
+            prepared_rolls: 0,
+            cannot_rename: false,
+            closing: false,
+        };
         Ok(Log {
+            writer: Arc::new(WriterSide {
+                writer: Mutex::new(writer),
+                wanted: Condvar::new(),
+                vfs: Arc::clone(&vfs),
+                next_path: dir.join(NEXT_SEGMENT_NAME),
+                segment_bytes,
+                max_bytes: options.max_bytes,
+                tuning,
+            }),
+            preparer: Mutex::new(None),
             vfs,
             dir: dir.to_path_buf(),
-            segment_bytes: match options.segment_bytes {
-                0 => DEFAULT_SEGMENT_BYTES,
-                bytes => bytes.min(SEGMENT_BYTES_MAX),
-            },
+            segment_bytes,
             max_bytes: options.max_bytes,
             now: options.now,
             failpoint: options.failpoint,
@@ -432,11 +653,6 @@ impl Log {
                 stats,
             }),
             recovery: report,
-            writer: Mutex::new(Writer {
-                file: active,
-                allocated: scanned_active_len,
-                buf: Vec::new(),
-            }),
             handles: Mutex::new(Handles::default()),
             tuning,
             spare_payloads: Mutex::new(Vec::new()),
@@ -704,15 +920,28 @@ impl Log {
     /// one `fdatasync`; on failure cuts the file back. Runs without the
     /// shared lock: only the leader gets here.
     fn write_group(&self, group: &Group) -> Result<(), GroupFailure> {
-        let mut writer = lock(&self.writer);
+        let mut writer = self.writer.lock();
         if let Some(first_seq) = group.roll_to {
+            // A file being prepared holds quota room that only this roll
+            // may use: wait for it rather than create another file. It
+            // began half a segment ago, so it is rarely still running.
+            while matches!(writer.next, Next::Preparing(_)) {
+                writer = self
+                    .writer
+                    .wanted
+                    .wait(writer)
+                    .unwrap_or_else(PoisonError::into_inner);
+            }
             self.roll(&mut writer, first_seq, group.previous_len)?;
         }
+        writer.sealed = group.sealed_bytes;
         let rolled = group.roll_to.is_some();
+        let reserved = writer.next.reserved();
         let Writer {
             file,
             allocated,
             buf,
+            ..
         } = &mut *writer;
         let file = Arc::clone(file.as_ref().expect("a segment exists after a roll"));
         buf.clear();
@@ -724,7 +953,7 @@ impl Log {
         // after the records, so the next appends overwrite in place.
         let end = group.offset + group.bytes;
         let extended = if end > *allocated {
-            self.preallocation_end(group, end)
+            self.preallocation_end(group, end, reserved)
         } else {
             0
         };
@@ -741,6 +970,7 @@ impl Log {
             .and_then(|()| file.sync_data());
         let Err(error) = result else {
             *allocated = (*allocated).max(extended).max(end);
+            self.want_next_segment(&mut writer, end);
             return Ok(());
         };
         // Never retry the sync and trust it: the kernel may have dropped
@@ -757,8 +987,9 @@ impl Log {
 
     /// How far the group's write should extend the segment with zeros: 0
     /// while preallocation is off or the segment small, else a chunk past
-    /// `end`, never past `segment_bytes` nor the quota.
-    fn preallocation_end(&self, group: &Group, end: u64) -> u64 {
+    /// `end`, never past `segment_bytes` nor the quota (which the prepared
+    /// next segment, `reserved` bytes, shares).
+    fn preallocation_end(&self, group: &Group, end: u64, reserved: u64) -> u64 {
         if end < self.tuning.preallocate_after_bytes
             || group.bytes > self.tuning.preallocate_group_bytes_max
         {
@@ -768,14 +999,64 @@ impl Log {
             .segment_bytes
             .min(end.saturating_add(self.tuning.preallocate_chunk_bytes));
         if self.max_bytes > 0 {
-            limit = limit.min(self.max_bytes.saturating_sub(group.sealed_bytes));
+            limit = limit.min(
+                self.max_bytes
+                    .saturating_sub(group.sealed_bytes)
+                    .saturating_sub(reserved),
+            );
         }
         limit
     }
 
+    /// Once the active segment is half full, asks for the next one.
+    fn want_next_segment(&self, writer: &mut Writer, end: u64) {
+        if writer.next != Next::Idle || writer.cannot_rename || end < self.segment_bytes / 2 {
+            return;
+        }
+        match self.tuning.next_segment {
+            NextSegment::CreateAtRoll => {}
+            NextSegment::OnCall => writer.next = Next::Wanted,
+            NextSegment::Background => {
+                writer.next = Next::Wanted;
+                self.writer.wanted.notify_one();
+                self.start_preparer();
+            }
+        }
+    }
+
+    fn start_preparer(&self) {
+        let mut preparer = lock(&self.preparer);
+        if preparer.is_some() {
+            return;
+        }
+        let side = Arc::clone(&self.writer);
+        match thread::Builder::new()
+            .name("durlog-next-segment".into())
+            .spawn(move || side.run())
+        {
+            Ok(handle) => *preparer = Some(handle),
+            // The rolls create their files, as with `CreateAtRoll`.
+            Err(error) => {
+                log::warn!("durlog: cannot start the thread that prepares segments: {error}")
+            }
+        }
+    }
+
+    /// Prepares the next segment file now if the log wants one (its active
+    /// segment is half full and no file is prepared): `Ok(true)` if this
+    /// call wrote one. For [`NextSegment::OnCall`]. A failure changes
+    /// nothing the log relies on: the roll then creates its file.
+    pub fn prepare_next_segment(&self) -> Result<bool, Error> {
+        if self.is_poisoned() {
+            return Ok(false);
+        }
+        self.writer.prepare().map_err(Error::Io)
+    }
+
     /// Makes the segment for `first_seq` the active one: the current one is
-    /// cut to its last record, then the new file is created and the
-    /// directory synced, all before any record in it is acknowledged.
+    /// cut to its last record, then the new file is created (or the
+    /// prepared one renamed) and the directory synced, all before any
+    /// record in it is acknowledged.
     ///
     /// A failed sync here poisons the log rather than being retried: a
     /// retried sync may report success for a cut or an entry the kernel
@@ -801,21 +1082,86 @@ impl Log {
             writer.allocated = previous_len;
         }
         let path = self.dir.join(segment_name(first_seq));
-        let file = match self.vfs.open(&path, OpenMode::CreateNew) {
+        let (file, allocated) = match self.take_next_segment(writer, &path)? {
+            Some(taken) => taken,
+            None => (self.create_segment(&path)?, 0),
+        };
+        // From here the file exists: a failure leaves it for recovery.
+        self.vfs.sync_dir(&self.dir).map_err(poison)?;
+        writer.file = Some(Arc::from(file));
+        writer.allocated = allocated;
+        if matches!(writer.next, Next::Wanted | Next::Failed) {
+            writer.next = Next::Idle;
+        }
+        Ok(())
+    }
+
+    /// Renames the prepared next segment to `path`, if one is ready: its
+    /// handle and its length of zeros. A file found at `path` instead
+    /// (left by an earlier life) goes the way of [`Log::create_segment`],
+    /// which checks it holds nothing; the prepared one is then removed, so
+    /// it never counts against the quota unused.
+    fn take_next_segment(
+        &self,
+        writer: &mut Writer,
+        path: &Path,
+    ) -> Result<Option<PreparedFile>, GroupFailure> {
+        let poison = |error: io::Error| GroupFailure {
+            error: Error::Io(error),
+            poisoned: true,
+            rolled: false,
+        };
+        let Next::Ready(len) = writer.next else {
+            return Ok(None);
+        };
+        writer.next = Next::Idle;
+        let next_path = &self.writer.next_path;
+        let target_free = matches!(
+            self.vfs.open(path, OpenMode::ReadOnly),
+            Err(error) if error.kind() == io::ErrorKind::NotFound
+        );
+        if target_free {
+            match self.vfs.rename(next_path, path) {
+                Ok(()) => {
+                    // Opened by its new name, so that its errors name it.
+                    let file = self.vfs.open(path, OpenMode::ReadWrite).map_err(poison)?;
+                    writer.prepared_rolls += 1;
+                    return Ok(Some((file, len)));
+                }
+                Err(error) if error.kind() == io::ErrorKind::Unsupported => {
+                    writer.cannot_rename = true;
+                }
+                // Either name may now exist, or both: a reopen's recovery
+                // sorts them out, so the log stops here.
+                Err(error) => return Err(poison(error)),
+            }
+        }
+        self.vfs.remove_file(next_path).map_err(poison)?;
+        Ok(None)
+    }
+
+    /// Creates the segment file at `path`.
+    fn create_segment(&self, path: &Path) -> Result<Box<dyn VfsFile>, GroupFailure> {
+        let poison = |error: io::Error| GroupFailure {
+            error: Error::Io(error),
+            poisoned: true,
+            rolled: false,
+        };
+        let file = match self.vfs.open(path, OpenMode::CreateNew) {
             Ok(file) => file,
             // Left by an earlier life of the log that crashed before it wrote
             // a record there: reuse it if it holds nothing.
             Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {
                 let reused = self
                     .vfs
-                    .open(&path, OpenMode::ReadWrite)
+                    .open(path, OpenMode::ReadWrite)
                     .and_then(|file| Ok((file.is_empty()?, file)));
                 match reused {
                     Ok((true, file)) => file,
                     Ok((false, _)) => {
                         return Err(GroupFailure {
                             error: Error::Corrupt {
-                                file: path,
+                                file: path.to_path_buf(),
                                 offset: 0,
                                 reason: "a segment the log is about to create already holds data"
                                     .into(),
@@ -836,11 +1182,7 @@ impl Log {
                 });
             }
         };
-        // From here the file exists: a failure leaves it for recovery.
-        self.vfs.sync_dir(&self.dir).map_err(poison)?;
-        writer.file = Some(Arc::from(file));
-        writer.allocated = 0;
-        Ok(())
+        Ok(file)
     }
 
     /// Publishes a group's outcome: on success the index, versions and size
@@ -1036,7 +1378,9 @@ impl Log {
 
     /// Counters and histograms since open.
     pub fn stats(&self) -> Stats {
-        lock(&self.shared).stats.clone()
+        let mut stats = lock(&self.shared).stats.clone();
+        stats.segments_prepared = self.writer.lock().prepared_rolls;
+        stats
     }
 
     /// True once a failed append could not be undone durably.
@@ -1067,6 +1411,22 @@ fn check_read(buf: &[u8], stream: &str, first_version: u64) -> Result<Vec<Event>
         ));
     }
     Ok(batch.events)
+}
+
+impl Drop for Log {
+    fn drop(&mut self) {
+        let preparer = self
+            .preparer
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(preparer) = preparer {
+            self.writer.lock().closing = true;
+            self.writer.wanted.notify_all();
+            // A panic there has been reported by the thread itself.
+            let _ = preparer.join();
+        }
+    }
 }
 
 struct GroupFailure {

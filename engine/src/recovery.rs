@@ -21,7 +21,9 @@ use std::path::{Path, PathBuf};
 use durlog_vfs::{OpenMode, Vfs, VfsFile};
 
 use crate::error::Error;
-use crate::format::{BatchView, HEADER_SIZE, inspect_batch, parse_record, parse_segment_name};
+use crate::format::{
+    BatchView, HEADER_SIZE, NEXT_SEGMENT_NAME, inspect_batch, parse_record, parse_segment_name,
+};
 use crate::index::{Index, Location};
 use crate::segment::{SegmentMeta, Window};
 
@@ -124,6 +126,8 @@ pub(crate) struct Scanned {
     pub segments: Vec<SegmentMeta>,
     pub index: Index,
     pub report: RecoveryReport,
+    /// A next segment prepared by an earlier life, to remove.
+    pub next_segment: Option<PathBuf>,
 }
 
 /// Scans `dir` read-only and reports what `Log::open` would find and do:
@@ -146,7 +150,7 @@ pub(crate) fn scan(
     dir: &Path,
     visit: &mut dyn FnMut(&RecordInfo<'_>),
 ) -> Result<Scanned, Error> {
-    let names = segment_names(vfs, dir)?;
+    let (names, next_segment) = segment_names(vfs, dir)?;
     let mut scanner = Scanner {
         index: Index::default(),
         next_seq: 1,
@@ -190,6 +194,7 @@ pub(crate) fn scan(
         segments,
         index: scanner.index,
         report,
+        next_segment,
     })
 }
 
@@ -214,12 +219,23 @@ fn corrupt(file: &Path, offset: u64, reason: String) -> Error {
     }
 }
 
-/// The segment files of `dir` in seq order. Anything else in the directory
-/// is an error: a log directory holds segments only.
-fn segment_names(vfs: &dyn Vfs, dir: &Path) -> Result<Vec<(u64, PathBuf)>, Error> {
+/// Segment files by first seq, and the prepared next segment.
+type Names = (Vec<(u64, PathBuf)>, Option<PathBuf>);
+
+/// The segment files of `dir` in seq order, and the prepared next segment
+/// if there is one. Anything else in the directory is an error: a log
+/// directory holds segments only.
+fn segment_names(vfs: &dyn Vfs, dir: &Path) -> Result<Names, Error> {
     let mut names = Vec::new();
+    let mut next_segment = None;
     for entry in vfs.list_dir(dir)? {
         let path = dir.join(&entry.name);
+        if entry.name == NEXT_SEGMENT_NAME && !entry.is_dir {
+            // Zeros, or (after a crash mid-roll) a second name of the new
+            // last segment: never read as part of the log.
+            next_segment = Some(path);
+            continue;
+        }
         match parse_segment_name(&entry.name) {
             Some(first_seq) if !entry.is_dir => names.push((first_seq, path)),
             Some(_) => {
@@ -239,7 +255,7 @@ fn segment_names(vfs: &dyn Vfs, dir: &Path) -> Result<Vec<(u64, PathBuf)>, Error
         }
     }
     names.sort();
-    Ok(names)
+    Ok((names, next_segment))
 }
 
 struct Scanner {

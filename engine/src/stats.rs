@@ -112,6 +112,8 @@ pub struct Stats {
     pub failed_appends: u64,
     /// Segments created.
     pub segments_created: u64,
+    /// Of those, segments that were prepared ahead and renamed at the roll.
+    pub segments_prepared: u64,
     /// Nanoseconds per group-commit `fdatasync`.
     pub sync_latency_ns: Histogram,
     /// Appends acknowledged per group commit.

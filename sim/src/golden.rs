@@ -69,9 +69,14 @@ pub fn record(
     out
 }
 
+/// The one file besides segments FORMAT.md allows: the next segment,
+/// prepared ahead as zeros.
+const NEXT_SEGMENT_NAME: &str = "next-segment.zeros";
+
 /// Checks the directory against the model, as the module doc says. The
 /// last segment may carry a zero tail (preallocation) up to the segment
-/// limit; all files together never pass the quota.
+/// limit, and a prepared next segment holds zeros up to that limit; all
+/// files together never pass the quota.
 pub fn check_layout(
     vfs: &SimVfs,
     dir: &Path,
@@ -88,6 +93,18 @@ pub fn check_layout(
         .collect();
     let mut next = 0;
     let mut disk_bytes = 0;
+    let mut names = names;
+    if let Some(at) = names.iter().position(|name| name == NEXT_SEGMENT_NAME) {
+        let name = names.remove(at);
+        let bytes = vfs
+            .file_contents(&dir.join(&name))
+            .ok_or_else(|| format!("{name} vanished"))?;
+        if bytes.iter().any(|&byte| byte != 0) {
+            return Err(format!("the prepared next segment {name} holds data"));
+        }
+        check_zero_tail(&name, bytes.len() as u64, 0, segment_bytes)?;
+        disk_bytes += bytes.len() as u64;
+    }
     for (position, name) in names.iter().enumerate() {
         let bytes = vfs
             .file_contents(&dir.join(name))

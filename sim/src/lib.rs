@@ -203,6 +203,11 @@ impl fmt::Display for Summary {
         writeln!(f, "log size    up to {} bytes per seed", c.log_bytes_max)?;
         writeln!(
             f,
+            "segments    {} next segments prepared ahead of their roll",
+            c.segments_prepared
+        )?;
+        writeln!(
+            f,
             "acked records lost inside the documented ambiguity window: {}",
             c.acked_lost_to_window
         )?;

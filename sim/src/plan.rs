@@ -117,6 +117,10 @@ pub struct Plan {
     /// Preallocation settings: often on with tiny chunks, so that faults
     /// land in preallocated zero tails.
     pub tuning: durlog::Tuning,
+    /// With `NextSegment::OnCall`, every this many commits prepare the
+    /// next segment first (when the log wants one), inside the commit's
+    /// crash window; in between, rolls find it wanted but not prepared.
+    pub prepare_every: u32,
     pub actions: Vec<Action>,
     /// Canary runs corrupt the model before this step.
     pub canary_step: Option<usize>,
@@ -171,7 +175,7 @@ impl Plan {
         } else {
             0
         };
-        let tuning = if rng.random_bool(0.3) {
+        let mut tuning = if rng.random_bool(0.3) {
             durlog::Tuning {
                 preallocate_after_bytes: u64::MAX,
                 ..durlog::Tuning::default()
@@ -184,8 +188,19 @@ impl Plan {
                 // Nothing runs while a simulated leader yields: one yield
                 // exercises the path without slowing the run.
                 gather_yields: rng.random_range(0..=1),
+                ..durlog::Tuning::default()
             }
         };
+        // Drawn from the seed, not the plan's RNG, so that the plans of
+        // earlier seeds (and the seeds that find each pitfall) stay as
+        // they were before segments were prepared.
+        let next_draw = mix(seed ^ 2);
+        tuning.next_segment = if next_draw % 10 < 3 {
+            durlog::NextSegment::CreateAtRoll
+        } else {
+            durlog::NextSegment::OnCall
+        };
+        let prepare_every = [1, 2, 5][((next_draw >> 8) % 3) as usize];
         let streams = rng.random_range(1..=8);
         let clients = if rng.random_bool(0.4) {
             1
@@ -226,6 +241,7 @@ impl Plan {
             streams,
             clients,
             tuning,
+            prepare_every,
             actions,
             canary_step,
         }

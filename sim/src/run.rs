@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 use durlog::recovery::{self, Tail};
-use durlog::{Error, Event, Expected, Log, Options, Ticket};
+use durlog::{Error, Event, Expected, Log, NextSegment, Options, Ticket, Tuning};
 use durlog_vfs::{Damage, FaultKind, SimVfs, Vfs};
 
 use crate::model::{Model, ModelEvent};
@@ -124,6 +124,8 @@ pub struct Counters {
     pub acked_lost_to_window: u64,
     /// Largest size the log reached, in bytes.
     pub log_bytes_max: u64,
+    /// Next segments prepared ahead of their roll.
+    pub segments_prepared: u64,
 }
 
 impl Counters {
@@ -140,6 +142,7 @@ impl Counters {
         self.read_errors += other.read_errors;
         self.acked_lost_to_window += other.acked_lost_to_window;
         self.log_bytes_max = self.log_bytes_max.max(other.log_bytes_max);
+        self.segments_prepared += other.segments_prepared;
     }
 }
 
@@ -217,6 +220,8 @@ struct World<'a> {
     clock: Arc<AtomicI64>,
     failpoint_armed: Arc<AtomicBool>,
     max_bytes: u64,
+    /// Commit actions run, for `Plan::prepare_every`.
+    commits: u32,
     /// The run stopped early for a legitimate reason (corruption refused).
     ended: bool,
     /// The last reopen of the run is under way.
@@ -252,6 +257,7 @@ impl<'a> World<'a> {
             clock: Arc::new(AtomicI64::new(0)),
             failpoint_armed: Arc::new(AtomicBool::new(false)),
             max_bytes: plan.max_bytes,
+            commits: 0,
             ended: false,
             final_reopen: false,
             dir: std::path::PathBuf::from(LOG_DIR),
@@ -443,6 +449,21 @@ impl<'a> World<'a> {
             CrashSpec::Failpoint => self.failpoint_armed.store(true, Ordering::SeqCst),
             CrashSpec::None => {}
         }
+        if self.plan.tuning.next_segment == NextSegment::OnCall
+            && self.commits.is_multiple_of(self.plan.prepare_every)
+        {
+            // A failure leaves the roll to create its file; the checks
+            // after the commit see whatever it left.
+            match self.log().prepare_next_segment() {
+                Ok(true) => {
+                    self.result.counters.segments_prepared += 1;
+                    note!(self, "      prepared the next segment");
+                }
+                Ok(false) => {}
+                Err(error) => note!(self, "      preparing the next segment failed: {error}"),
+            }
+        }
+        self.commits += 1;
         let finished = self.log().commit_next_group();
         self.vfs.crash_after_ops(0);
         self.failpoint_armed.store(false, Ordering::SeqCst);
@@ -701,7 +722,15 @@ impl<'a> World<'a> {
                 self.vfs.clone(),
                 &self.dir,
                 self.options(),
-                self.plan.tuning,
+                Tuning {
+                    // A thread of the log's own would make the run depend
+                    // on scheduling: the runner prepares at seeded points.
+                    next_segment: match self.plan.tuning.next_segment {
+                        NextSegment::Background => NextSegment::OnCall,
+                        other => other,
+                    },
+                    ..self.plan.tuning
+                },
             );
             self.vfs.crash_after_ops(0);
             self.result.counters.reopens += 1;

@@ -9,8 +9,9 @@
 //! segmented log needs, and each method states what is durable when it
 //! returns. Nothing written through [`VfsFile::write_at`] is durable until a
 //! later [`VfsFile::sync_data`] (or [`VfsFile::sync_all`]) on the same file
-//! returns `Ok`; a newly created or removed directory entry is durable only
-//! after [`Vfs::sync_dir`] on its directory returns `Ok`.
+//! returns `Ok`; a create, a removal or a rename of a directory entry is
+//! durable only after [`Vfs::sync_dir`] on its directory (for a rename, on
+//! the directories of both names) returns `Ok`.
 
 use std::fmt;
 use std::io;
@@ -63,13 +64,42 @@ pub trait Vfs: Send + Sync + fmt::Debug {
     /// returning. Succeeds without effect if `dir` is already a directory.
     fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
 
-    /// Makes the entries of directory `dir` durable: every create and remove
-    /// in it that happened before the call survives a crash after it.
+    /// Makes the entries of directory `dir` durable: every create, remove
+    /// and rename in it that happened before the call survives a crash
+    /// after it.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
 
     /// Removes the file at `path`. The removal is durable only after
     /// [`Vfs::sync_dir`] on its directory.
     fn remove_file(&self, path: &Path) -> io::Result<()>;
+
+    /// Renames the file `from` to `to`, replacing `to` if it is a file, with
+    /// POSIX `rename` semantics: handles open on `from` stay valid and now
+    /// refer to `to`; handles open on a replaced `to` keep the old file;
+    /// renaming a name onto itself (or onto another name of the same file)
+    /// does nothing. Fails if `from` does not exist or either path is a
+    /// directory (directories are never renamed); the error names both
+    /// paths.
+    ///
+    /// The change of both entries is durable only after [`Vfs::sync_dir`]
+    /// on their directory (both directories if they differ). After a crash
+    /// before that, each of the two names independently may show its old or
+    /// its new state: `from` only, `to` only, both (one file under two
+    /// names) or neither. `SimVfs` models exactly that; on ext4 a rename is
+    /// atomic, which is one of those outcomes.
+    ///
+    /// The default body fails with `Unsupported`, so implementations written
+    /// before this method keep compiling.
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!(
+                "rename {} to {}: this Vfs cannot rename",
+                from.display(),
+                to.display()
+            ),
+        ))
+    }
 }
 
 /// An open file.
@@ -141,6 +171,9 @@ impl<V: Vfs + ?Sized> Vfs for std::sync::Arc<V> {
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         (**self).remove_file(path)
     }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        (**self).rename(from, to)
+    }
 }
 
 impl<V: Vfs + ?Sized> Vfs for Box<V> {
@@ -158,5 +191,8 @@ impl<V: Vfs + ?Sized> Vfs for Box<V> {
     }
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         (**self).remove_file(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        (**self).rename(from, to)
     }
 }

@@ -1,5 +1,6 @@
 //! [`PosixVfs`]: the real file system through `std::fs`, with real
-//! `fdatasync`/`fsync` of files and `fsync` of directories.
+//! `fdatasync`/`fsync` of files and `fsync` of directories, and `rename(2)`
+//! for renames.
 
 use std::fs::{self, File};
 use std::io;
@@ -92,6 +93,22 @@ impl Vfs for PosixVfs {
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         fs::remove_file(path).map_err(|error| with_path(error, "remove", path))
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let what = format!("rename {} to", from.display());
+        // rename(2) moves directories too; the trait renames only files, as
+        // remove_file removes only files. (A race with another process can
+        // slip a directory in after this check; the engine owns its
+        // directory, so that is not worth an openat dance.)
+        if fs::symlink_metadata(from).is_ok_and(|metadata| metadata.is_dir()) {
+            let error = io::Error::new(
+                io::ErrorKind::IsADirectory,
+                "the source is a directory (only files are renamed)",
+            );
+            return Err(with_path(error, &what, to));
+        }
+        fs::rename(from, to).map_err(|error| with_path(error, &what, to))
     }
 }
 

@@ -250,6 +250,76 @@ fn remove_keeps_open_handles_working(vfs: &dyn Vfs, root: &Path) -> Vec<String> 
     vec![reopened]
 }
 
+fn rename_moves_and_replaces(vfs: &dyn Vfs, root: &Path) -> Vec<String> {
+    let (a, b, c) = (root.join("a"), root.join("b"), root.join("c"));
+    let moved = create(vfs, &a);
+    moved.write_at(b"moved", 0).unwrap();
+    let replaced = create(vfs, &c);
+    replaced.write_at(b"replaced", 0).unwrap();
+    vfs.rename(&a, &b).unwrap();
+    let mut transcript = vec![
+        listing(&vfs.list_dir(root).unwrap()),
+        outcome(vfs.open(&a, OpenMode::ReadOnly)),
+    ];
+    assert_eq!(
+        read_all(&*vfs.open(&b, OpenMode::ReadOnly).unwrap()),
+        b"moved"
+    );
+    // The handle follows the file to its new name.
+    moved.write_at(b"M", 0).unwrap();
+    assert_eq!(
+        read_all(&*vfs.open(&b, OpenMode::ReadOnly).unwrap()),
+        b"Moved"
+    );
+    // Onto an existing file: replaced; a handle on the old one keeps it.
+    vfs.rename(&b, &c).unwrap();
+    transcript.push(listing(&vfs.list_dir(root).unwrap()));
+    assert_eq!(
+        read_all(&*vfs.open(&c, OpenMode::ReadOnly).unwrap()),
+        b"Moved"
+    );
+    assert_eq!(read_all(&*replaced), b"replaced");
+    // Onto itself: nothing happens.
+    transcript.push(outcome(vfs.rename(&c, &c)));
+    transcript.push(listing(&vfs.list_dir(root).unwrap()));
+    assert_eq!(transcript, ["b c", "NotFound", "c", "ok", "c"]);
+    transcript
+}
+
+fn rename_errors_name_both_paths(vfs: &dyn Vfs, root: &Path) -> Vec<String> {
+    let file = root.join("file");
+    let dir = root.join("dir");
+    create(vfs, &file);
+    vfs.create_dir_all(&dir).unwrap();
+    let cases = [
+        (root.join("missing"), root.join("to")),
+        (dir.clone(), root.join("to")),
+        (file.clone(), dir.clone()),
+        (file.clone(), root.join("no/such/parent")),
+    ];
+    let mut transcript = Vec::new();
+    for (from, to) in cases {
+        let error = vfs.rename(&from, &to).unwrap_err();
+        let message = error.to_string();
+        for path in [&from, &to] {
+            assert!(
+                message.contains(&*path.to_string_lossy()),
+                "{message} names {}",
+                path.display()
+            );
+        }
+        transcript.push(format!("{:?}", error.kind()));
+    }
+    assert_eq!(
+        transcript,
+        ["NotFound", "IsADirectory", "IsADirectory", "NotFound"]
+    );
+    // Nothing moved.
+    transcript.push(listing(&vfs.list_dir(root).unwrap()));
+    assert_eq!(transcript[4], "dir/ file");
+    transcript
+}
+
 fn relative_dot_components(vfs: &dyn Vfs, root: &Path) -> Vec<String> {
     let file = create(vfs, &root.join("./a"));
     file.write_at(b"dot", 0).unwrap();
@@ -316,6 +386,16 @@ fn conformance_read_only_rejects_writes() {
 #[test]
 fn conformance_remove_keeps_open_handles_working() {
     check(remove_keeps_open_handles_working);
+}
+
+#[test]
+fn conformance_rename_moves_and_replaces() {
+    check(rename_moves_and_replaces);
+}
+
+#[test]
+fn conformance_rename_errors_name_both_paths() {
+    check(rename_errors_name_both_paths);
 }
 
 #[test]

@@ -377,6 +377,7 @@ enum Op {
     Sync(u8),
     SyncDir,
     Remove(u8),
+    Rename(u8, u8),
     Crash,
 }
 
@@ -389,6 +390,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         3 => (0..4u8).prop_map(Op::Sync),
         2 => Just(Op::SyncDir),
         1 => (0..4u8).prop_map(Op::Remove),
+        1 => (0..4u8, 0..4u8).prop_map(|(from, to)| Op::Rename(from, to)),
         2 => Just(Op::Crash),
     ]
 }
@@ -487,6 +489,20 @@ fn run_model(ops: &[Op]) {
                     handles.remove(&file);
                 } else {
                     assert_eq!(result.unwrap_err().kind(), io::ErrorKind::NotFound);
+                }
+            }
+            Op::Rename(from, to) => {
+                let result = vfs.rename(Path::new(&name(from)), Path::new(&name(to)));
+                match model.visible.remove(&from) {
+                    Some(inode) => {
+                        result.unwrap();
+                        model.visible.insert(to, inode);
+                        if from != to {
+                            let handle = handles.remove(&from).unwrap();
+                            handles.insert(to, handle);
+                        }
+                    }
+                    None => assert_eq!(result.unwrap_err().kind(), io::ErrorKind::NotFound),
                 }
             }
             Op::Crash => {
@@ -675,6 +691,7 @@ fn dead_handle_errors_after_crash_and_halt_blocks_every_clone() {
         clone.create_dir_all(Path::new("/e")),
         clone.sync_dir(Path::new("/d")),
         clone.remove_file(Path::new("/d/a")),
+        clone.rename(Path::new("/d/a"), Path::new("/d/b")),
         reopened.write_at(b"y", 0),
     ];
     for error in path_errors {
@@ -728,6 +745,18 @@ fn counted_script(vfs: &SimVfs) -> Vec<(&'static str, bool)> {
     ));
     log.push(("remove b", vfs.remove_file(Path::new("/d/b")).is_ok()));
     log.push((
+        "open create c",
+        vfs.open(Path::new("/d/c"), OpenMode::CreateNew).is_ok(),
+    ));
+    log.push((
+        "rename c to b",
+        vfs.rename(Path::new("/d/c"), Path::new("/d/b")).is_ok(),
+    ));
+    log.push((
+        "rename missing",
+        vfs.rename(Path::new("/d/zz"), Path::new("/d/b")).is_ok(),
+    ));
+    log.push((
         "write_at again",
         again
             .as_deref()
@@ -762,6 +791,9 @@ const COUNTED: &[&str] = &[
     "sync_dir",
     "open create b",
     "remove b",
+    "open create c",
+    "rename c to b",
+    "rename missing",
     "write_at again",
     "open create existing",
     "remove missing",
@@ -778,7 +810,10 @@ fn crash_after_ops_fires_exactly_at_the_nth_counted_op() {
         .filter(|(_, ok)| !ok)
         .map(|(name, _)| *name)
         .collect();
-    assert_eq!(failing, ["open create existing", "remove missing"]);
+    assert_eq!(
+        failing,
+        ["rename missing", "open create existing", "remove missing"]
+    );
     assert_eq!(reference.op_count(), COUNTED.len() as u64);
 
     for n in 1..=COUNTED.len() as u64 {

@@ -175,6 +175,10 @@ pub enum Op {
     SyncAll(String),
     SyncDir(String),
     Remove(String),
+    Rename {
+        from: String,
+        to: String,
+    },
 }
 
 /// A Vfs wrapper that records mutating and syncing operations, with an
@@ -258,6 +262,13 @@ impl Vfs for Recorder {
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         self.push(Op::Remove(file_name(path)));
         self.inner.remove_file(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.push(Op::Rename {
+            from: file_name(from),
+            to: file_name(to),
+        });
+        self.inner.rename(from, to)
     }
 }
 

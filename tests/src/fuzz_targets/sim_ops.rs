@@ -8,7 +8,7 @@
 //! finding; the violation's message and the run's trace are printed.
 
 use arbitrary::Arbitrary;
-use durlog::Tuning;
+use durlog::{NextSegment, Tuning};
 use durlog_sim::plan::{Action, CrashSpec, EventSpec, ExpectedSpec, QuotaChange};
 use durlog_sim::{Plan, run_plan};
 use durlog_vfs::{FaultConfig, FaultKind};
@@ -302,6 +302,11 @@ impl SimOpsInput {
             }
             actions.extend(next);
         }
+        let next_segment = if self.vfs_seed.is_multiple_of(3) {
+            NextSegment::CreateAtRoll
+        } else {
+            NextSegment::OnCall
+        };
         Plan {
             seed: u64::from(self.vfs_seed),
             vfs_seed: u64::from(self.vfs_seed),
@@ -313,14 +318,19 @@ impl SimOpsInput {
             tuning: match self.preallocation {
                 None => Tuning {
                     preallocate_after_bytes: u64::MAX,
+                    next_segment,
                     ..Tuning::default()
                 },
                 Some((after, chunk)) => Tuning {
                     preallocate_after_bytes: [0, 100, 1000][usize::from(after % 3)],
                     preallocate_chunk_bytes: 1 + u64::from(chunk) % 8192,
+                    next_segment,
                     ..Tuning::default()
                 },
             },
+            // From the disk's seed, so that the committed corpus keeps its
+            // meaning: a third of the inputs create segments at the roll.
+            prepare_every: 1 + u32::from(self.vfs_seed) / 3 % 3,
             actions,
             canary_step: None,
         }

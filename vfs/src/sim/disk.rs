@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
 use std::io;
 use std::path::{Component, Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use rand::{Rng, RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -135,7 +135,10 @@ pub(crate) struct Disk {
     op_count: u64,
     crash_at_op: Option<u64>,
     misdirected_done: bool,
-    damage: Vec<Damage>,
+    /// With the file each hit: `damage()` names it by its path then, so a
+    /// rename after the damage is followed. Weak, so a removed file's
+    /// content is not kept alive for this.
+    damage: Vec<(Damage, Weak<FileNode>)>,
     fault_counts: BTreeMap<FaultKind, u64>,
     trace: Trace,
     /// The path of events that have none (crash, reboot).
@@ -256,8 +259,14 @@ impl Disk {
         len: u64,
         ok: bool,
     ) {
-        self.trace
-            .record(kind, &node.path, node.path_hash, offset, len, ok);
+        let hash = node.path_hash();
+        if self.trace.recording {
+            node.with_path(|path| self.trace.record(kind, path, hash, offset, len, ok));
+        } else {
+            // Only the digest: no lock, no reference count touched.
+            self.trace
+                .record(kind, &self.no_path, hash, offset, len, ok);
+        }
     }
 
     fn fault_on_file(&mut self, fault: FaultKind, node: &Arc<FileNode>, offset: u64, len: u64) {
@@ -293,7 +302,7 @@ impl Disk {
         Some(injected(
             io::ErrorKind::Other,
             FaultKind::Crash,
-            format!("{what} {}: {detail}", handle.node.path.display()),
+            format!("{what} {}: {detail}", handle.node.path().display()),
         ))
     }
 
@@ -362,8 +371,19 @@ impl Disk {
                         None => dir.durable.remove(&name),
                     };
                 } else {
+                    // The visible change is undone: the files involved
+                    // learn which names they are visible under now.
+                    let full: Arc<Path> = Arc::from(dir_path.join(&name));
+                    if let Some(Node::File(node)) = &current {
+                        node.unlink(&full);
+                    }
                     match dir.durable.get(&name) {
-                        Some(node) => dir.entries.insert(name, node.clone()),
+                        Some(node) => {
+                            if let Node::File(file) = node {
+                                file.link(Arc::clone(&full), false);
+                            }
+                            dir.entries.insert(name, node.clone())
+                        }
                         None => dir.entries.remove(&name),
                     };
                 }
@@ -443,11 +463,9 @@ impl Disk {
                 "the path already exists",
             ));
         }
-        let shared_path: Arc<Path> = Arc::from(path);
         let node = Arc::new(FileNode::new(
             self.next_file_id,
-            shared_path,
-            path_hash(path),
+            Arc::from(path),
             FileData::default(),
         ));
         self.next_file_id += 1;
@@ -587,8 +605,8 @@ impl Disk {
     }
 
     fn unlink(&mut self, path: &Path) -> io::Result<()> {
-        match self.lookup(path) {
-            Some(Node::File(_)) => {}
+        let node = match self.lookup(path) {
+            Some(Node::File(node)) => Arc::clone(node),
             Some(Node::Dir) => {
                 return Err(error(
                     io::ErrorKind::IsADirectory,
@@ -598,13 +616,85 @@ impl Disk {
                 ));
             }
             None => return Err(not_found("remove", path)),
-        }
+        };
         let (parent, name) = split(path, "remove")?;
         let dir = self.dirs.get_mut(parent).expect("lookup found the parent");
         dir.entries.remove(name);
         dir.pending.insert(name.to_owned());
         self.dirty_dirs.insert(parent.to_path_buf());
+        node.unlink(path);
         Ok(())
+    }
+
+    pub(crate) fn rename(&mut self, from: &Path, to: &Path) -> io::Result<()> {
+        let from = normalize(from);
+        let to = normalize(to);
+        let what = format!("rename {} to", from.display());
+        // The event names `to`; the source enters the digest here.
+        self.trace.mix_in(path_hash(&from));
+        self.check_up(TraceKind::Rename, &what, &to)?;
+        let crash_now = self.begin_counted();
+        let result = self.move_entry(&what, &from, &to);
+        if crash_now {
+            // The rename may have reached the directory cache: the crash
+            // decides the fate of each of its two names like any other
+            // unsynced create or remove.
+            self.record_path(TraceKind::Rename, &to, 0, 0, false);
+            self.power_loss();
+            return Err(crash_error(&what, &to));
+        }
+        let replaced = result.as_ref().map_or(0, |&replaced| u64::from(replaced));
+        self.record_path(TraceKind::Rename, &to, 0, replaced, result.is_ok());
+        result.map(|_| ())
+    }
+
+    /// Moves the file at `from` to `to` in the directory cache, replacing a
+    /// file at `to`; true if it replaced one. Both names become pending, so
+    /// at a crash each independently gets its durable or its visible entry.
+    fn move_entry(&mut self, what: &str, from: &Path, to: &Path) -> io::Result<bool> {
+        let node = match self.lookup(from) {
+            Some(Node::File(node)) => Arc::clone(node),
+            Some(Node::Dir) => {
+                let detail = "the source is a directory (only files are renamed)";
+                return Err(error(io::ErrorKind::IsADirectory, what, to, detail));
+            }
+            None => {
+                let detail = "the source does not exist";
+                return Err(error(io::ErrorKind::NotFound, what, to, detail));
+            }
+        };
+        let (to_parent, to_name) = split(to, what)?;
+        let Some(to_dir) = self.dirs.get(to_parent) else {
+            let detail = "the target's parent directory does not exist";
+            return Err(error(io::ErrorKind::NotFound, what, to, detail));
+        };
+        let replaced = match to_dir.entries.get(to_name) {
+            Some(Node::Dir) => {
+                let detail = "the target is a directory";
+                return Err(error(io::ErrorKind::IsADirectory, what, to, detail));
+            }
+            // Two names of one file (or one name twice): POSIX does nothing.
+            Some(Node::File(existing)) if Arc::ptr_eq(existing, &node) => return Ok(false),
+            Some(Node::File(existing)) => Some(Arc::clone(existing)),
+            None => None,
+        };
+        let (from_parent, from_name) = split(from, what)?;
+        let from_dir = self.dirs.get_mut(from_parent).expect("lookup found it");
+        from_dir.entries.remove(from_name);
+        from_dir.pending.insert(from_name.to_owned());
+        self.dirty_dirs.insert(from_parent.to_path_buf());
+        let to_dir = self.dirs.get_mut(to_parent).expect("checked above");
+        to_dir
+            .entries
+            .insert(to_name.to_owned(), Node::File(Arc::clone(&node)));
+        to_dir.pending.insert(to_name.to_owned());
+        self.dirty_dirs.insert(to_parent.to_path_buf());
+        if let Some(existing) = &replaced {
+            existing.unlink(to);
+        }
+        node.unlink(from);
+        node.link(Arc::from(to), true);
+        Ok(replaced.is_some())
     }
 
     // ----- file operations -----
@@ -637,12 +727,12 @@ impl Disk {
     /// Checks what every mutating file operation checks, after counting it:
     /// the handle may write, and the new end stays within the size limit.
     fn check_mutation(&self, what: &str, handle: &Handle<'_>, end: Option<u64>) -> io::Result<()> {
-        let path = &handle.node.path;
+        // The path is looked up only for an error: this runs on every write.
         if !handle.writable {
             return Err(error(
                 io::ErrorKind::PermissionDenied,
                 what,
-                path,
+                &handle.node.path(),
                 "the file was opened read-only",
             ));
         }
@@ -651,7 +741,7 @@ impl Disk {
             _ => Err(error(
                 io::ErrorKind::FileTooLarge,
                 what,
-                path,
+                &handle.node.path(),
                 &format!("the file would pass the simulator's limit of {FILE_BYTES_MAX} bytes"),
             )),
         }
@@ -668,7 +758,7 @@ impl Disk {
             }
             self.record_file(TraceKind::Write, handle.node, offset, len, false);
             self.power_loss();
-            return Err(crash_error("write", &handle.node.path));
+            return Err(crash_error("write", &handle.node.path()));
         }
         if let Err(error) = checked {
             self.record_file(TraceKind::Write, handle.node, offset, len, false);
@@ -704,14 +794,14 @@ impl Disk {
                 FaultKind::NoSpace,
                 format!(
                     "write {} at offset {offset}: no space left on device (os error 28) after {prefix} of {len} bytes",
-                    node.path.display()
+                    node.path().display()
                 ),
             );
             (FaultKind::NoSpace, prefix, error)
         } else if len > 0 && self.fires(FaultKind::ShortWrite) {
             let prefix = self.below(len);
             let detail = format!("short write: {prefix} of {len} bytes at offset {offset}");
-            let error = eio("write", &node.path, FaultKind::ShortWrite, &detail);
+            let error = eio("write", &node.path(), FaultKind::ShortWrite, &detail);
             (FaultKind::ShortWrite, prefix, error)
         } else {
             return None;
@@ -792,14 +882,15 @@ impl Disk {
         self.note_dirty_file(node, &mut data);
         drop(data);
         self.misdirected_done = true;
-        self.damage.push(Damage {
-            path: node.path.to_path_buf(),
+        let damage = Damage {
+            path: node.path().to_path_buf(),
             offset: landing,
             len,
             intended_offset: Some(offset),
             bit: None,
             kind: FaultKind::MisdirectedWrite,
-        });
+        };
+        self.damage.push((damage, Arc::downgrade(node)));
         self.fault_on_file(FaultKind::MisdirectedWrite, node, landing, len);
     }
 
@@ -819,7 +910,7 @@ impl Disk {
         if crash_now {
             self.record_file(TraceKind::SetLen, handle.node, 0, len, false);
             self.power_loss();
-            return Err(crash_error("set_len", &handle.node.path));
+            return Err(crash_error("set_len", &handle.node.path()));
         }
         self.record_file(TraceKind::SetLen, handle.node, 0, len, checked.is_ok());
         checked
@@ -831,7 +922,7 @@ impl Disk {
         if self.begin_counted() {
             self.record_file(kind, handle.node, 0, 0, false);
             self.power_loss();
-            return Err(crash_error(what, &handle.node.path));
+            return Err(crash_error(what, &handle.node.path()));
         }
         if self.fires(FaultKind::FailedFsync) {
             let dropped = if self.coin() {
@@ -844,7 +935,7 @@ impl Disk {
             let detail = format!("fsync failed, {dropped} dirty pages dropped unwritten");
             return Err(eio(
                 what,
-                &handle.node.path,
+                &handle.node.path(),
                 FaultKind::FailedFsync,
                 &detail,
             ));
@@ -887,14 +978,16 @@ impl Disk {
         data.flip_durable_bit(bit);
         drop(data);
         let damage = Damage {
-            path: normal,
+            // The name the file reports, which is `normal` unless the file
+            // has two names (see `FileNode`): as `damage()` will say.
+            path: node.path().to_path_buf(),
             offset: bit / 8,
             len: 1,
             intended_offset: None,
             bit: Some((bit % 8) as u8),
             kind: FaultKind::BitFlipAtRest,
         };
-        self.damage.push(damage.clone());
+        self.damage.push((damage.clone(), Arc::downgrade(&node)));
         self.fault_on_file(FaultKind::BitFlipAtRest, &node, bit / 8, 1);
         Ok(damage)
     }
@@ -918,7 +1011,16 @@ impl Disk {
     }
 
     pub(crate) fn damage(&self) -> Vec<Damage> {
-        self.damage.clone()
+        self.damage
+            .iter()
+            .map(|(damage, node)| match node.upgrade() {
+                Some(node) => Damage {
+                    path: node.path().to_path_buf(),
+                    ..damage.clone()
+                },
+                None => damage.clone(),
+            })
+            .collect()
     }
 
     pub(crate) fn fault_counts(&self) -> BTreeMap<FaultKind, u64> {
@@ -963,7 +1065,6 @@ impl Disk {
         let node = Arc::new(FileNode::new(
             self.next_file_id,
             Arc::from(path.as_path()),
-            path_hash(&path),
             FileData::durable(bytes),
         ));
         self.next_file_id += 1;
@@ -973,10 +1074,14 @@ impl Disk {
             "put_durable_file: {} is a directory",
             path.display()
         );
-        dir.entries
+        let old = dir
+            .entries
             .insert(name.to_owned(), Node::File(Arc::clone(&node)));
         dir.durable.insert(name.to_owned(), Node::File(node));
         dir.pending.remove(name);
+        if let Some(Node::File(old)) = old {
+            old.unlink(&path);
+        }
     }
 
     pub(crate) fn files(&self) -> Vec<PathBuf> {

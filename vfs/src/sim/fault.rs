@@ -341,7 +341,11 @@ impl FromStr for FaultConfig {
 /// these touched the file it names.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Damage {
-    /// The file, as it was named when opened or created.
+    /// The file, by the name it reports when [`SimVfs::damage`] is called:
+    /// its newest visible name, so it follows renames (or its last name,
+    /// once it has none).
+    ///
+    /// [`SimVfs::damage`]: crate::SimVfs::damage
     pub path: PathBuf,
     /// The first byte damaged: the flipped byte, or where a misdirected
     /// write landed.

@@ -16,12 +16,14 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
 use super::fault::FaultKind;
+use super::trace::path_hash;
 
 /// The page size the page cache tracks.
 pub const PAGE_BYTES: u64 = 4096;
@@ -37,18 +39,43 @@ pub const FILE_BYTES_MAX: u64 = 1 << 32;
 pub(crate) struct FileNode {
     /// Creation order on this disk: the order crash outcomes are drawn in.
     pub(crate) id: u64,
-    /// The (normalised) path the file was created at.
-    pub(crate) path: Arc<Path>,
-    pub(crate) path_hash: u64,
+    /// `path_hash` of the path in `names`, kept apart so that the trace
+    /// digest, which every operation feeds, reads it without a lock. Written
+    /// only together with `names.path`, under the disk lock.
+    path_hash: AtomicU64,
+    /// The path the file was created at, and whether it ever reported
+    /// another (sticky): most files never do, so a recorded trace event
+    /// takes their path from here without locking `names`.
+    created_path: Arc<Path>,
+    renamed: AtomicBool,
+    names: Mutex<Names>,
     data: Mutex<FileData>,
 }
 
+/// The names a file is visible under, and the one it reports.
+#[derive(Debug)]
+struct Names {
+    /// Every visible name (normalised), oldest first. One for a file that is
+    /// created and renamed; two after a crash kept both names of an unsynced
+    /// rename (like a hard link); none once removed.
+    visible: Vec<Arc<Path>>,
+    /// What errors, the trace and `Damage` name: the newest visible name, or
+    /// the last one the file had if it has none.
+    path: Arc<Path>,
+}
+
 impl FileNode {
-    pub(crate) fn new(id: u64, path: Arc<Path>, path_hash: u64, data: FileData) -> FileNode {
+    /// A file visible under `path` alone.
+    pub(crate) fn new(id: u64, path: Arc<Path>, data: FileData) -> FileNode {
         FileNode {
             id,
-            path,
-            path_hash,
+            path_hash: AtomicU64::new(path_hash(&path)),
+            created_path: Arc::clone(&path),
+            renamed: AtomicBool::new(false),
+            names: Mutex::new(Names {
+                visible: vec![Arc::clone(&path)],
+                path,
+            }),
             data: Mutex::new(data),
         }
     }
@@ -59,6 +86,72 @@ impl FileNode {
         self.data
             .lock()
             .expect("SimVfs file lock poisoned by an earlier panic")
+    }
+
+    /// The names lock: a leaf (nothing is locked while it is held), taken
+    /// under the disk lock except by `Debug` of a handle.
+    fn names(&self) -> MutexGuard<'_, Names> {
+        self.names
+            .lock()
+            .expect("SimVfs file names lock poisoned by an earlier panic")
+    }
+
+    /// The path the file reports (see `Names::path`).
+    pub(crate) fn path(&self) -> Arc<Path> {
+        self.with_path(Arc::clone)
+    }
+
+    /// `path_hash(&self.path())`, without a lock or a clone.
+    pub(crate) fn path_hash(&self) -> u64 {
+        // The disk lock orders every write before every read.
+        self.path_hash.load(Ordering::Relaxed)
+    }
+
+    /// Calls `op` with the reported path, borrowed: for the trace, which
+    /// clones it only when it records events.
+    pub(crate) fn with_path<T>(&self, op: impl FnOnce(&Arc<Path>) -> T) -> T {
+        // Relaxed: the disk lock orders `set_path` before this (`Debug` of a
+        // handle, outside it, may see either path during a rename).
+        if self.renamed.load(Ordering::Relaxed) {
+            op(&self.names().path)
+        } else {
+            op(&self.created_path)
+        }
+    }
+
+    /// The file becomes visible under `path` too: as its newest name (a
+    /// rename), or as its oldest (a crash restoring a durable entry, which
+    /// predates every unsynced change).
+    pub(crate) fn link(&self, path: Arc<Path>, newest: bool) {
+        let mut names = self.names();
+        if newest || names.visible.is_empty() {
+            names.visible.push(Arc::clone(&path));
+            self.set_path(&mut names, path);
+        } else {
+            names.visible.insert(0, path);
+        }
+    }
+
+    /// The file is no longer visible under `path` (removed, renamed away,
+    /// replaced, or undone by a crash). It keeps reporting `path` if it has
+    /// no other name.
+    pub(crate) fn unlink(&self, path: &Path) {
+        let mut names = self.names();
+        let Some(index) = names.visible.iter().position(|name| **name == *path) else {
+            return;
+        };
+        names.visible.remove(index);
+        if index == names.visible.len()
+            && let Some(newest) = names.visible.last().cloned()
+        {
+            self.set_path(&mut names, newest);
+        }
+    }
+
+    fn set_path(&self, names: &mut Names, path: Arc<Path>) {
+        self.path_hash.store(path_hash(&path), Ordering::Relaxed);
+        self.renamed.store(true, Ordering::Relaxed);
+        names.path = path;
     }
 }
 

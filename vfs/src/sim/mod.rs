@@ -11,14 +11,19 @@
 //! proportion to the dirty pages, not to the file.
 //!
 //! Each directory has *durable* entries and *visible* entries. Creating
-//! (`OpenMode::CreateNew`) or removing a file changes only the visible ones
-//! until `sync_dir` on that directory. A file whose entry is not durable may
-//! vanish at a crash even though its data was synced: that is why an engine
-//! fsyncs the directory after creating a file. A removal not yet synced may
-//! be undone. Directories themselves are durable as soon as
-//! `create_dir_all` returns (it syncs each parent it adds to, as
-//! `PosixVfs` does, which also makes everything else pending there
-//! durable), and nothing removes a directory.
+//! (`OpenMode::CreateNew`), removing or renaming a file changes only the
+//! visible ones until `sync_dir` on that directory. A file whose entry is
+//! not durable may vanish at a crash even though its data was synced: that
+//! is why an engine fsyncs the directory after creating a file. A removal
+//! not yet synced may be undone. A rename is a removal of the old name and
+//! a create of the new one (in one directory or two), each decided on its
+//! own at a crash: the file may come back under the old name, the new one,
+//! both (one file, two names, like a hard link) or neither. Errors, the
+//! trace and [`Damage`] name a file by its newest visible name (its last
+//! name if it has none). Directories themselves are durable as soon as
+//! `create_dir_all` returns (it syncs each parent it adds to, as `PosixVfs`
+//! does, which also makes everything else pending there durable), and
+//! nothing removes a directory.
 //!
 //! # Crashes
 //!
@@ -27,20 +32,23 @@
 //! [`SimVfs::crash_after_ops`] arms a power loss *during* the n-th counted
 //! operation from now. Counted operations are the calls that mutate or
 //! sync: `write_at`, `set_len`, `sync_data`, `sync_all`, `open` with
-//! `CreateNew`, `remove_file`, `sync_dir`, `create_dir_all`, each counted
-//! when it is called while the disk is up through a live handle, whether or
-//! not it then succeeds. The interrupted operation returns `Err`; what it
-//! did first: a `write_at` leaves nothing, or with [`FaultKind::TornWrite`]
-//! a prefix; a `CreateNew`, `remove_file` or `set_len` takes effect in the
-//! cache (so it survives only as the rules below allow an unsynced change
-//! to); a sync or `create_dir_all` does nothing.
+//! `CreateNew`, `remove_file`, `rename`, `sync_dir`, `create_dir_all`,
+//! each counted when it is called while the disk is up through a live
+//! handle, whether or not it then succeeds. The interrupted operation
+//! returns `Err`; what it did first: a `write_at` leaves nothing, or with
+//! [`FaultKind::TornWrite`] a prefix; a `CreateNew`, `remove_file`,
+//! `rename` or `set_len` takes effect in the cache (so it survives only as
+//! the rules below allow an unsynced change to); a sync or
+//! `create_dir_all` does nothing.
 //!
 //! At a power loss the cache is resolved, then discarded: the disk becomes
 //! exactly its durable state, except where an enabled fault allows another
 //! outcome. Each decision is drawn independently, in a fixed order:
 //! - [`FaultKind::LostDirEntry`] (weight w): each unsynced create or remove
-//!   takes effect with probability w. Off: creates vanish, removes are
-//!   undone. Per name the outcome is the durable entry or the visible one.
+//!   takes effect with probability w, and so does each of the two names of
+//!   an unsynced rename, independently. Off: creates vanish, removes and
+//!   renames are undone. Per name the outcome is the durable entry or the
+//!   visible one.
 //! - [`FaultKind::UnsyncedSizeChange`] (w): a file whose cached size differs
 //!   from its durable size keeps the cached size with probability w. Off:
 //!   the durable size. (Sizes in between are not modelled; torn writes and
@@ -229,7 +237,8 @@ impl SimVfs {
     }
 
     /// Every injected fault that can have damaged data that was already
-    /// durable or acknowledged, in order.
+    /// durable or acknowledged, in order, each naming its file as the file
+    /// is named now (after any rename; see [`Damage::path`]).
     pub fn damage(&self) -> Vec<Damage> {
         self.disk().damage()
     }
@@ -327,6 +336,10 @@ impl Vfs for SimVfs {
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         self.disk().remove_file(path)
     }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.disk().rename(from, to)
+    }
 }
 
 /// An open file of a [`SimVfs`].
@@ -358,7 +371,7 @@ impl SimFile {
 impl fmt::Debug for SimFile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SimFile")
-            .field("path", &self.node.path)
+            .field("path", &self.node.path())
             .field("writable", &self.writable)
             .finish_non_exhaustive()
     }

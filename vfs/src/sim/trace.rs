@@ -36,6 +36,10 @@ pub enum TraceKind {
     CreateDir,
     /// `Vfs::remove_file`.
     Remove,
+    /// `Vfs::rename`: `path` = the target, `len` = 1 if a file there was
+    /// replaced (0 otherwise, or on an error). The source is not in the
+    /// event but is in the digest.
+    Rename,
     /// `Vfs::list_dir`: `len` = entries returned.
     ListDir,
     /// Power lost (`crash`, `halt`, or `crash_after_ops` firing).
@@ -65,6 +69,7 @@ impl TraceKind {
             TraceKind::SyncDir => "sync_dir",
             TraceKind::CreateDir => "create_dir",
             TraceKind::Remove => "remove",
+            TraceKind::Rename => "rename",
             TraceKind::ListDir => "list_dir",
             TraceKind::Crash => "crash",
             TraceKind::Reboot => "reboot",
@@ -88,6 +93,7 @@ impl TraceKind {
             TraceKind::ListDir => 11,
             TraceKind::Crash => 12,
             TraceKind::Reboot => 13,
+            TraceKind::Rename => 14,
             TraceKind::Fault(fault) => 0x100 + fault.index() as u64,
         }
     }
@@ -100,7 +106,8 @@ impl TraceKind {
         )
     }
 
-    /// Whether `len` is meaningful for this kind.
+    /// Whether `len` is meaningful for this kind as a count (a rename's
+    /// flag is printed in words instead).
     fn has_len(self) -> bool {
         self.has_offset() || matches!(self, TraceKind::SetLen | TraceKind::ListDir)
     }
@@ -136,6 +143,9 @@ impl fmt::Display for TraceEvent {
         }
         if self.kind.has_len() {
             write!(f, " +{}", self.len)?;
+        }
+        if self.kind == TraceKind::Rename && self.len == 1 {
+            f.write_str(" (replaced a file)")?;
         }
         if !self.ok {
             f.write_str(" ERR")?;
@@ -177,6 +187,12 @@ impl Trace {
             recording: true,
             digest: FNV_OFFSET_BASIS,
         }
+    }
+
+    /// Mixes into the digest a word that no event field holds (the source
+    /// path of a rename, which precedes its event).
+    pub(crate) fn mix_in(&mut self, word: u64) {
+        self.digest = mix(self.digest, word);
     }
 
     /// Adds one event. `path_hash` must be `path_hash(path)`; callers on the
