@@ -27,6 +27,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle, Thread};
 use std::time::Instant;
@@ -216,6 +217,8 @@ struct WriterSide {
     segment_bytes: u64,
     max_bytes: u64,
     tuning: Tuning,
+    /// Rolls that renamed a prepared file instead of creating one.
+    prepared_rolls: AtomicU64,
 }
 
 struct Writer {
@@ -229,8 +232,6 @@ struct Writer {
     /// The group's bytes; reused so steady appends do not allocate here.
     buf: Vec<u8>,
     next: Next,
-    /// Rolls that renamed a prepared file instead of creating one.
-    prepared_rolls: u64,
     /// The Vfs cannot rename: every roll creates its file.
     cannot_rename: bool,
     /// The log is being dropped: the preparing thread ends.
@@ -240,6 +241,11 @@ struct Writer {
 /// A prepared next segment, renamed into place: its handle, and its
 /// length of zeros.
 type PreparedFile = (Box<dyn VfsFile>, u64);
+
+/// The next segment's zeros are written and synced this much at a time:
+/// a writer's sync that meets the preparation's waits for one piece's
+/// flush, not the whole file's.
+const ZERO_PIECE_BYTES: u64 = 128 << 10;
 
 /// Where the next segment's preparation stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -327,12 +333,16 @@ impl WriterSide {
         };
         // Real zeros, synced: the new segment's appends then overwrite
         // allocated, written blocks, and their fdatasync changes no size.
-        let result = if len == 0 {
-            Ok(())
-        } else {
-            file.write_at(&vec![0; len as usize], 0)
-                .and_then(|()| file.sync_data())
-        };
+        let piece = vec![0; len.min(ZERO_PIECE_BYTES) as usize];
+        let mut result = Ok(());
+        let mut at = 0;
+        while at < len && result.is_ok() {
+            let n = (len - at).min(ZERO_PIECE_BYTES);
+            result = file
+                .write_at(&piece[..n as usize], at)
+                .and_then(|()| file.sync_data());
+            at += n;
+        }
         if result.is_err() {
             // Best effort: a file left here is removed by the next
             // preparation, or by the next Open.
@@ -613,7 +623,6 @@ impl Log {
             sealed: size - scanned_active_len,
             buf: Vec::new(),
             next: Next::Idle,
-            prepared_rolls: 0,
             cannot_rename: false,
             closing: false,
         };
@@ -626,6 +635,7 @@ impl Log {
                 segment_bytes,
                 max_bytes: options.max_bytes,
                 tuning,
+                prepared_rolls: AtomicU64::new(0),
             }),
             preparer: Mutex::new(None),
             vfs,
@@ -1125,7 +1135,7 @@ impl Log {
                 Ok(()) => {
                     // Opened by its new name, so that its errors name it.
                     let file = self.vfs.open(path, OpenMode::ReadWrite).map_err(poison)?;
-                    writer.prepared_rolls += 1;
+                    self.writer.prepared_rolls.fetch_add(1, Ordering::Relaxed);
                     return Ok(Some((file, len)));
                 }
                 Err(error) if error.kind() == io::ErrorKind::Unsupported => {
@@ -1379,7 +1389,8 @@ impl Log {
     /// Counters and histograms since open.
     pub fn stats(&self) -> Stats {
         let mut stats = lock(&self.shared).stats.clone();
-        stats.segments_prepared = self.writer.lock().prepared_rolls;
+        // Not under the writer's lock, which a leader holds through a sync.
+        stats.segments_prepared = self.writer.prepared_rolls.load(Ordering::Relaxed);
         stats
     }
 
