@@ -469,3 +469,50 @@ fn a_roll_waits_for_a_preparation_under_way() {
     assert_eq!(log.stats().segments_prepared, 1);
     assert_eq!(segments(&vfs).len(), 2);
 }
+
+/// A Vfs written before `rename` existed: the trait's default refuses it.
+#[derive(Debug)]
+struct NoRename(SimVfs);
+
+impl Vfs for NoRename {
+    fn open(
+        &self,
+        path: &Path,
+        mode: durlog::vfs::OpenMode,
+    ) -> std::io::Result<Box<dyn durlog::vfs::VfsFile>> {
+        self.0.open(path, mode)
+    }
+    fn list_dir(&self, dir: &Path) -> std::io::Result<Vec<durlog::vfs::DirEntry>> {
+        self.0.list_dir(dir)
+    }
+    fn create_dir_all(&self, dir: &Path) -> std::io::Result<()> {
+        self.0.create_dir_all(dir)
+    }
+    fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
+        self.0.sync_dir(dir)
+    }
+    fn remove_file(&self, path: &Path) -> std::io::Result<()> {
+        self.0.remove_file(path)
+    }
+}
+
+/// On a Vfs that cannot rename, the first roll removes the prepared file
+/// and creates its segment, and the log prepares no more.
+#[test]
+fn a_vfs_without_rename_gets_created_segments() {
+    let vfs = SimVfs::new(6);
+    let log = Log::open_tuned(NoRename(vfs.clone()), DIR, options(4096, 0), tuning(1024)).unwrap();
+    let mut version = fill_until_prepared(&log);
+    for _ in 0..200 {
+        version = log
+            .append("s", Expected::Exact(version), &[event("t", &[9; 100])])
+            .unwrap();
+        assert!(!log.prepare_next_segment().unwrap());
+    }
+    assert!(segments(&vfs).len() > 2);
+    assert_eq!(log.stats().segments_prepared, 0);
+    assert!(vfs.file_contents(&next_path()).is_none());
+    drop(log);
+    let log = Log::open_with_vfs(vfs.clone(), DIR, options(4096, 0)).unwrap();
+    assert_eq!(log.version("s"), version);
+}
