@@ -516,3 +516,133 @@ fn a_vfs_without_rename_gets_created_segments() {
     let log = Log::open_with_vfs(vfs.clone(), DIR, options(4096, 0)).unwrap();
     assert_eq!(log.version("s"), version);
 }
+
+/// The child side of [`killed_while_preparing_keeps_every_printed_version`]:
+/// appends 4,000-byte events to stream `s` for ever, printing each version
+/// once `append` returned it.
+fn kill_child(dir: &Path) -> ! {
+    use std::io::Write as _;
+    let log = Log::open(
+        dir,
+        Options {
+            segment_bytes: 64 << 10,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let mut out = std::io::stdout().lock();
+    let mut version = log.version("s");
+    loop {
+        let data = kill_event_data(version + 1);
+        version = log
+            .append("s", Expected::Exact(version), &[event("t", &data)])
+            .unwrap();
+        writeln!(out, "acked {version}").unwrap();
+        out.flush().unwrap();
+    }
+}
+
+fn kill_event_data(version: u64) -> Vec<u8> {
+    let mut data = vec![(version % 251) as u8; 4000];
+    data[..8].copy_from_slice(&version.to_le_bytes());
+    data
+}
+
+/// Real processes on a real disk, killed with SIGKILL after a seeded number
+/// of printed versions: 64 KiB segments roll every 16 appends and the log's
+/// thread prepares the next one every 8, so kills land in preparations,
+/// renames and rolls. Every printed version survives, at most one more
+/// exists, and each event holds its bytes. `DURLOG_PREPARE_KILLS=N` runs N
+/// rounds (default 20); `DURLOG_PREPARE_KILL_SEED=S` replays the kill
+/// points (the processes' timing differs from run to run).
+#[test]
+fn killed_while_preparing_keeps_every_printed_version() {
+    use std::io::BufRead as _;
+    if let Some(dir) = std::env::var_os("DURLOG_PREPARE_CHILD_DIR") {
+        kill_child(Path::new(&dir));
+    }
+    let seed = std::env::var("DURLOG_PREPARE_KILL_SEED")
+        .map(|text| text.parse().expect("a number"))
+        .unwrap_or_else(|_| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    let rounds: u64 = std::env::var("DURLOG_PREPARE_KILLS")
+        .map(|text| text.parse().expect("a number"))
+        .unwrap_or(20);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("log");
+    let next = dir.join(NEXT_SEGMENT_NAME);
+    let mut printed = 0;
+    let mut prepared_seen = 0;
+    for round in 0..rounds {
+        let context = format!("seed {seed} round {round}");
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "killed_while_preparing_keeps_every_printed_version",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("DURLOG_PREPARE_CHILD_DIR", &dir)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let kill_after = rng.random_range(1..=40);
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut seen = 0;
+        while seen < kill_after {
+            let line = lines.next().expect("the child printed").unwrap();
+            if let Some(version) = line.strip_prefix("acked ") {
+                printed = version.parse().unwrap();
+                seen += 1;
+            }
+        }
+        if next.exists() {
+            prepared_seen += 1;
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        // Lines already in the pipe were printed before the kill.
+        for line in lines {
+            if let Some(version) = line.unwrap().strip_prefix("acked ") {
+                printed = version.parse().unwrap();
+            }
+        }
+        let log = Log::open_with_vfs(
+            durlog::vfs::PosixVfs,
+            &dir,
+            Options {
+                segment_bytes: 64 << 10,
+                ..Options::default()
+            },
+        )
+        .unwrap_or_else(|error| panic!("{context}: reopen: {error}"));
+        let version = log.version("s");
+        assert!(
+            version == printed || version == printed + 1,
+            "{context}: version {version} after {printed} printed"
+        );
+        let from = printed.saturating_sub(20).max(1);
+        for event in log.read("s", from, usize::MAX).unwrap() {
+            assert_eq!(event.data, kill_event_data(event.version), "{context}");
+        }
+        assert!(!next.exists(), "{context}: Open left the prepared file");
+        printed = version;
+    }
+    eprintln!(
+        "seed {seed}: {rounds} kills, {printed} versions, {prepared_seen} kills with a prepared file present"
+    );
+    assert!(
+        printed > rounds,
+        "seed {seed}: only {printed} versions in {rounds} rounds"
+    );
+    assert!(
+        prepared_seen > 0,
+        "seed {seed}: no kill came while a prepared file existed"
+    );
+}
