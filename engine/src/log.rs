@@ -1077,18 +1077,13 @@ impl Log {
         first_seq: u64,
         previous_len: u64,
     ) -> Result<(), GroupFailure> {
-        let poison = |error: io::Error| GroupFailure {
-            error: Error::Io(error),
-            poisoned: true,
-            rolled: false,
-        };
         if let Some(previous) = &writer.file
             && writer.allocated > previous_len
         {
             previous
                 .set_len(previous_len)
                 .and_then(|()| previous.sync_data())
-                .map_err(poison)?;
+                .map_err(GroupFailure::poisoning)?;
             writer.allocated = previous_len;
         }
         let path = self.dir.join(segment_name(first_seq));
@@ -1097,7 +1092,9 @@ impl Log {
             None => (self.create_segment(&path)?, 0),
         };
         // From here the file exists: a failure leaves it for recovery.
-        self.vfs.sync_dir(&self.dir).map_err(poison)?;
+        self.vfs
+            .sync_dir(&self.dir)
+            .map_err(GroupFailure::poisoning)?;
         writer.file = Some(Arc::from(file));
         writer.allocated = allocated;
         if matches!(writer.next, Next::Wanted | Next::Failed) {
@@ -1116,11 +1113,6 @@ impl Log {
         writer: &mut Writer,
         path: &Path,
     ) -> Result<Option<PreparedFile>, GroupFailure> {
-        let poison = |error: io::Error| GroupFailure {
-            error: Error::Io(error),
-            poisoned: true,
-            rolled: false,
-        };
         let Next::Ready(len) = writer.next else {
             return Ok(None);
         };
@@ -1134,7 +1126,10 @@ impl Log {
             match self.vfs.rename(next_path, path) {
                 Ok(()) => {
                     // Opened by its new name, so that its errors name it.
-                    let file = self.vfs.open(path, OpenMode::ReadWrite).map_err(poison)?;
+                    let file = self
+                        .vfs
+                        .open(path, OpenMode::ReadWrite)
+                        .map_err(GroupFailure::poisoning)?;
                     self.writer.prepared_rolls.fetch_add(1, Ordering::Relaxed);
                     return Ok(Some((file, len)));
                 }
@@ -1143,20 +1138,17 @@ impl Log {
                 }
                 // Either name may now exist, or both: a reopen's recovery
                 // sorts them out, so the log stops here.
-                Err(error) => return Err(poison(error)),
+                Err(error) => return Err(GroupFailure::poisoning(error)),
             }
         }
-        self.vfs.remove_file(next_path).map_err(poison)?;
+        self.vfs
+            .remove_file(next_path)
+            .map_err(GroupFailure::poisoning)?;
         Ok(None)
     }
 
     /// Creates the segment file at `path`.
     fn create_segment(&self, path: &Path) -> Result<Box<dyn VfsFile>, GroupFailure> {
-        let poison = |error: io::Error| GroupFailure {
-            error: Error::Io(error),
-            poisoned: true,
-            rolled: false,
-        };
         let file = match self.vfs.open(path, OpenMode::CreateNew) {
             Ok(file) => file,
             // Left by an earlier life of the log that crashed before it wrote
@@ -1180,7 +1172,7 @@ impl Log {
                             rolled: false,
                         });
                     }
-                    Err(error) => return Err(poison(error)),
+                    Err(error) => return Err(GroupFailure::poisoning(error)),
                 }
             }
             // Nothing was created: the group fails, the log goes on.
@@ -1446,6 +1438,18 @@ struct GroupFailure {
     poisoned: bool,
     /// The new segment exists although the group failed.
     rolled: bool,
+}
+
+impl GroupFailure {
+    /// A failure in a roll, after which the log must not go on: the state
+    /// on disk is for a reopen's recovery to sort out.
+    fn poisoning(error: io::Error) -> GroupFailure {
+        GroupFailure {
+            error: Error::Io(error),
+            poisoned: true,
+            rolled: false,
+        }
+    }
 }
 
 /// If a leader panics (a failpoint hook may), waiting appenders must not

@@ -30,7 +30,7 @@ P=[
 ("11-ack-before-fsync","SPEC 7.11: acknowledging before fsync",[
  ("engine/src/log.rs","            })\n            .and_then(|()| file.sync_data());","            });")]),
 ("12-no-directory-fsync","SPEC 7.12: no directory fsync after creating a segment",[
- ("engine/src/log.rs","        self.vfs.sync_dir(&self.dir).map_err(poison)?;\n","")]),
+ ("engine/src/log.rs","        self.vfs\n            .sync_dir(&self.dir)\n            .map_err(GroupFailure::poisoning)?;\n","")]),
 ("13-trust-retried-fsync","SPEC 7.13: retrying a failed fsync and trusting it",[
  ("engine/src/log.rs","            })\n            .and_then(|()| file.sync_data());","            })\n            .and_then(|()| file.sync_data().or_else(|_| file.sync_data()));")]),
 ]
