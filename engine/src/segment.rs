@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use durlog_vfs::{OpenMode, Vfs, VfsFile, read_exact_at};
 
-use crate::format::HEADER_SIZE;
+use crate::format::{HEADER_SIZE, Header};
 
 /// Bytes a scan reads per call: large enough to amortise the system call,
 /// small enough to stay in cache.
@@ -117,7 +117,7 @@ pub(crate) fn read_record_bytes<'b>(
     if got < HEADER_SIZE {
         return Ok(&buf[..got]);
     }
-    let payload_len = u64::from(u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]));
+    let payload_len = u64::from(Header::peek_len(&buf[..got]).expect("a whole header"));
     let needed = (HEADER_SIZE as u64 + payload_len).min(max_len) as usize;
     if needed <= got {
         return Ok(&buf[..needed]);

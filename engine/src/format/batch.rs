@@ -1,25 +1,22 @@
-//! The bytes on disk: records, batches and segment names. Pure functions, no
-//! I/O. The layout is documented once, with its golden example, in
-//! `FORMAT.md` at the repository root.
-//!
-//! A record is a 16-byte header (payload length, CRC-32C over seq and
-//! payload, seq) followed by the payload; the payload of every record is one
-//! batch: the events of one `append` call to one stream.
+//! The batch: the payload of every record, the events of one `append` to
+//! one stream. Encoders, the decoder and a copy-free validator that agree
+//! on every byte (FORMAT.md, "Batch").
 
 use std::fmt;
 
-/// Bytes in a record header: length (4), CRC (4), seq (8).
-pub const HEADER_SIZE: usize = 16;
+use super::MAX_NAME_BYTES;
 
-/// Longest stream name or event type, in bytes (a `u16` length on disk).
-pub const MAX_NAME_BYTES: usize = u16::MAX as usize;
+/// Bytes a batch needs before its first event: stream length (2),
+/// first version (8), count (4), plus the stream name itself.
+const BATCH_FIXED_BYTES: usize = 2 + 8 + 4;
 
-/// Largest record payload, in bytes (a `u32` length on disk).
-pub const MAX_PAYLOAD_BYTES: u64 = u32::MAX as u64;
+/// Bytes an event needs besides its type and data: type length (2), at (8),
+/// data length (4).
+const EVENT_FIXED_BYTES: usize = 2 + 8 + 4;
 
-/// Offset of `first_version` in a batch whose stream name is `stream_len`
-/// bytes: the log encodes a batch before it knows the version, then patches it.
-pub(crate) const fn first_version_offset(stream_len: usize) -> usize {
+/// Where `first_version` sits in a batch whose stream name is `stream_len`
+/// bytes: after the name's length and the name.
+const fn first_version_offset(stream_len: usize) -> usize {
     2 + stream_len
 }
 
@@ -30,134 +27,11 @@ pub(crate) fn batch_stream(payload: &[u8]) -> &[u8] {
     &payload[2..2 + len]
 }
 
-/// Bytes a batch needs before its first event: stream length (2),
-/// first version (8), count (4), plus the stream name itself.
-const BATCH_FIXED_BYTES: usize = 2 + 8 + 4;
-
-/// Bytes an event needs besides its type and data: type length (2), at (8),
-/// data length (4).
-const EVENT_FIXED_BYTES: usize = 2 + 8 + 4;
-
-/// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78, init and xor-out
-/// 0xFFFFFFFF), computed with the CPU's CRC instructions where present.
-pub fn crc32c(bytes: &[u8]) -> u32 {
-    crc32c::crc32c(bytes)
-}
-
-/// The CRC a record stores: over the 8 little-endian bytes of `seq`, then
-/// the payload, so a valid record copied to another seq fails.
-fn record_crc(seq: u64, payload: &[u8]) -> u32 {
-    crc32c::crc32c_append(crc32c::crc32c(&seq.to_le_bytes()), payload)
-}
-
-/// Appends one record (header and payload) to `dst`. Allocates only if
-/// `dst` lacks the capacity.
-///
-/// # Panics
-/// If `payload` is longer than [`MAX_PAYLOAD_BYTES`]: callers check first
-/// (the `Log` returns `Error::RecordTooLarge`).
-pub fn append_record(dst: &mut Vec<u8>, seq: u64, payload: &[u8]) {
-    let len = u32::try_from(payload.len()).expect("record payload longer than u32::MAX bytes");
-    dst.reserve(HEADER_SIZE + payload.len());
-    dst.extend_from_slice(&len.to_le_bytes());
-    dst.extend_from_slice(&record_crc(seq, payload).to_le_bytes());
-    dst.extend_from_slice(&seq.to_le_bytes());
-    dst.extend_from_slice(payload);
-}
-
-/// One record parsed from the front of a buffer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Record<'a> {
-    /// The record's sequence number.
-    pub seq: u64,
-    /// The payload (a batch), borrowed from the buffer.
-    pub payload: &'a [u8],
-    /// Bytes the record takes: header plus payload.
-    pub len: usize,
-}
-
-/// Why the front of a buffer is not a valid record.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum RecordError {
-    /// Fewer bytes than the header, or than the length it claims.
-    Short,
-    /// All bytes present, but the CRC does not match seq and payload.
-    Checksum,
-}
-
-impl fmt::Display for RecordError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            RecordError::Short => "record is short: fewer bytes than its header or length claims",
-            RecordError::Checksum => "record checksum mismatch: seq or payload damaged",
-        })
-    }
-}
-
-impl std::error::Error for RecordError {}
-
-/// Parses the record at the front of `buf`. Checks, in order: the header is
-/// present, the length fits in what remains after it, the CRC matches.
-/// Never panics, whatever the bytes.
-pub fn parse_record(buf: &[u8]) -> Result<Record<'_>, RecordError> {
-    let Some((header, rest)) = buf.split_first_chunk::<HEADER_SIZE>() else {
-        return Err(RecordError::Short);
-    };
-    let [
-        l0,
-        l1,
-        l2,
-        l3,
-        c0,
-        c1,
-        c2,
-        c3,
-        s0,
-        s1,
-        s2,
-        s3,
-        s4,
-        s5,
-        s6,
-        s7,
-    ] = *header;
-    let len = u32::from_le_bytes([l0, l1, l2, l3]);
-    let crc = u32::from_le_bytes([c0, c1, c2, c3]);
-    let seq = u64::from_le_bytes([s0, s1, s2, s3, s4, s5, s6, s7]);
-    // Compare against what remains; `HEADER_SIZE + len` could overflow a
-    // 32-bit usize.
-    if u64::from(len) > rest.len() as u64 {
-        return Err(RecordError::Short);
-    }
-    let payload = &rest[..len as usize];
-    if record_crc(seq, payload) != crc {
-        return Err(RecordError::Checksum);
-    }
-    Ok(Record {
-        seq,
-        payload,
-        len: HEADER_SIZE + payload.len(),
-    })
-}
-
-/// The file name of the segment whose first record has seq `first_seq`:
-/// 20 decimal digits and `.log`, so names sort as numbers.
-pub fn segment_name(first_seq: u64) -> String {
-    format!("{first_seq:020}.log")
-}
-
-/// The file a log prepares as its next segment before it needs it: zeros
-/// only, renamed to the new segment's name at the roll. Not a segment name,
-/// so recovery never reads it as one; `Log::open` removes it.
-pub const NEXT_SEGMENT_NAME: &str = "next-segment.zeros";
-
-/// The first seq named by a segment file name, if `name` is one.
-pub fn parse_segment_name(name: &str) -> Option<u64> {
-    let digits = name.strip_suffix(".log")?;
-    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
+/// Writes `first_version` into a batch the log encoded before it knew the
+/// version (it learns it when the batch joins a group).
+pub(crate) fn set_first_version(payload: &mut [u8], first_version: u64) {
+    let at = first_version_offset(batch_stream(payload).len());
+    payload[at..at + 8].copy_from_slice(&first_version.to_le_bytes());
 }
 
 /// One event of a stream.
@@ -499,46 +373,5 @@ impl<'a> Reader<'a> {
             field,
             offset: start,
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn crc32c_check_value() {
-        assert_eq!(crc32c(b"123456789"), 0xE306_9283);
-    }
-
-    #[test]
-    fn golden_record_of_the_spec() {
-        let mut event = Event::new("T", "hi");
-        event.at = 0;
-        let payload = encode_batch("s", 1, &[event]);
-        assert_eq!(payload.len(), 32);
-        assert_eq!(record_crc(1, &payload), 0x0B72_1A5E);
-        let mut record = Vec::new();
-        append_record(&mut record, 1, &payload);
-        assert_eq!(
-            &record[..16],
-            &[
-                0x20, 0, 0, 0, 0x5e, 0x1a, 0x72, 0x0b, 1, 0, 0, 0, 0, 0, 0, 0
-            ]
-        );
-        let parsed = parse_record(&record).unwrap();
-        assert_eq!(
-            (parsed.seq, parsed.len, parsed.payload),
-            (1, 48, &payload[..])
-        );
-    }
-
-    #[test]
-    fn segment_names_round_trip() {
-        assert_eq!(segment_name(1), "00000000000000000001.log");
-        assert_eq!(parse_segment_name(&segment_name(u64::MAX)), Some(u64::MAX));
-        assert_eq!(parse_segment_name("0000000000000000001.log"), None);
-        assert_eq!(parse_segment_name("99999999999999999999.log"), None);
-        assert_eq!(parse_segment_name("0000000000000000000a.log"), None);
     }
 }

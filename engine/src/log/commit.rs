@@ -1,0 +1,415 @@
+//! Group commit as a state machine with no I/O: the queue of submitted
+//! appends, the formation of a group from it, and the outcomes, published
+//! in submission order once the group's I/O has reported.
+//!
+//! A group's appends get exactly the outcomes they would have had one by
+//! one: each is checked (expected version, then quota) against the state
+//! the earlier members leave, and gets the next seq and versions. Whoever
+//! drives the machine (an appending thread, or the simulator) does the
+//! I/O between [`form_group`] and [`publish`], without the lock.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::thread::Thread;
+
+use crate::error::{Error, Expected};
+use crate::format::{HEADER_SIZE, batch_stream, set_first_version};
+use crate::index::{Index, Location};
+use crate::recovery::GROUP_BYTES_MAX;
+use crate::segment::SegmentMeta;
+use crate::stats::Stats;
+
+use super::settings::Settings;
+
+/// A queued append's handle, to collect its outcome.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Ticket(u64);
+
+/// What every reader sees: the acknowledged records' index and segments.
+/// Moves only when a group is published after its sync.
+pub(crate) struct Committed {
+    pub index: Index,
+    pub segments: Vec<SegmentMeta>,
+    pub last_seq: u64,
+    /// Bytes of acknowledged records in all segments.
+    pub size: u64,
+}
+
+/// The queue and the outcomes of appends, and who waits for them.
+#[derive(Default)]
+pub(crate) struct GroupCommit {
+    queue: VecDeque<Pending>,
+    outcomes: BTreeMap<Ticket, Result<u64, Error>>,
+    /// Threads parked in `append`, by the ticket they wait for.
+    waiters: BTreeMap<Ticket, Thread>,
+    /// Waiters whose outcome was published, to unpark.
+    to_wake: Vec<Thread>,
+    /// Emptied vectors kept for reuse, so that a steady append allocates
+    /// nothing of its own: the threads to wake, and a group's members.
+    spare_wake: Vec<Thread>,
+    spare_members: Vec<Member>,
+    next_ticket: u64,
+    /// A leader is forming, writing or syncing a group.
+    pub committing: bool,
+    /// Appends in the last group committed.
+    pub last_group_size: usize,
+    /// A failed append could not be undone durably: every append fails.
+    pub poisoned: bool,
+}
+
+/// An append whose arguments were checked, waiting for a group.
+pub(crate) struct Pending {
+    pub ticket: Ticket,
+    expected: Expected,
+    /// The encoded batch, with `first_version` still to be set.
+    pub payload: Vec<u8>,
+    pub count: u32,
+}
+
+impl Pending {
+    pub fn record_len(&self) -> u64 {
+        (HEADER_SIZE + self.payload.len()) as u64
+    }
+
+    /// The stream, read back from the encoded batch (which starts with it)
+    /// rather than kept as a second, allocated copy.
+    pub fn stream(&self) -> &str {
+        std::str::from_utf8(self.stream_bytes()).expect("encoded from a &str")
+    }
+
+    /// The stream's bytes, for comparing without re-checking UTF-8 (a
+    /// group's formation compares every pair of its appends).
+    fn stream_bytes(&self) -> &[u8] {
+        batch_stream(&self.payload)
+    }
+}
+
+/// The appends one leader commits together.
+pub(crate) struct Group {
+    /// Create the segment for this seq first.
+    pub roll_to: Option<u64>,
+    /// Segment number the records go to, and where.
+    pub segment: u32,
+    pub offset: u64,
+    /// Length of the current last segment's records (cut to before a roll).
+    pub previous_len: u64,
+    /// Record bytes in the segments before the one written to: the quota
+    /// leaves the written segment's file `max_bytes - sealed_bytes` bytes,
+    /// zero tail included.
+    pub sealed_bytes: u64,
+    pub members: Vec<Member>,
+    /// Appends refused while forming the group; their outcome waits for the
+    /// group's, because they were checked against its members.
+    refused: Vec<(Pending, Error)>,
+    /// Record bytes of the members.
+    pub bytes: u64,
+}
+
+pub(crate) struct Member {
+    pub pending: Pending,
+    pub seq: u64,
+    pub first_version: u64,
+}
+
+impl Member {
+    /// The stream's version once this member is acknowledged.
+    fn last_version(&self) -> u64 {
+        self.first_version + u64::from(self.pending.count) - 1
+    }
+}
+
+/// What a group's I/O reported when it failed.
+pub(crate) struct GroupFailure {
+    pub error: Error,
+    /// The cut-back failed too.
+    pub poisoned: bool,
+    /// The new segment exists although the group failed.
+    pub rolled: bool,
+}
+
+impl GroupFailure {
+    /// A failure in a roll, after which the log must not go on: the state
+    /// on disk is for a reopen's recovery to sort out.
+    pub fn poisoning(error: std::io::Error) -> GroupFailure {
+        GroupFailure {
+            error: Error::Io(error),
+            poisoned: true,
+            rolled: false,
+        }
+    }
+}
+
+impl GroupCommit {
+    /// Queues an append; its outcome comes from a later group.
+    pub fn enqueue(&mut self, expected: Expected, payload: Vec<u8>, count: u32) -> Ticket {
+        let ticket = Ticket(self.next_ticket);
+        self.next_ticket += 1;
+        self.queue.push_back(Pending {
+            ticket,
+            expected,
+            payload,
+            count,
+        });
+        ticket
+    }
+
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    pub fn is_queued(&self, ticket: Ticket) -> bool {
+        self.queue.iter().any(|pending| pending.ticket == ticket)
+    }
+
+    pub fn has_outcome(&self, ticket: Ticket) -> bool {
+        self.outcomes.contains_key(&ticket)
+    }
+
+    pub fn take_outcome(&mut self, ticket: Ticket) -> Option<Result<u64, Error>> {
+        self.outcomes.remove(&ticket)
+    }
+
+    pub fn outcomes(&self) -> usize {
+        self.outcomes.len()
+    }
+
+    /// Parks `thread` as the waiter for `ticket`'s outcome.
+    pub fn wait(&mut self, ticket: Ticket, thread: Thread) {
+        self.waiters.insert(ticket, thread);
+    }
+
+    pub fn stop_waiting(&mut self, ticket: Ticket) {
+        self.waiters.remove(&ticket);
+    }
+
+    /// Every parked thread, to wake after a leader panicked.
+    pub fn take_all_waiters(&mut self) -> Vec<Thread> {
+        std::mem::take(&mut self.waiters).into_values().collect()
+    }
+
+    /// Fails every queued append: the log is poisoned.
+    pub fn fail_queued(&mut self) {
+        debug_assert!(self.poisoned);
+        while let Some(pending) = self.queue.pop_front() {
+            self.finish(pending.ticket, Err(Error::Poisoned));
+        }
+    }
+
+    /// Records an append's outcome, and its thread for waking.
+    fn finish(&mut self, ticket: Ticket, outcome: Result<u64, Error>) {
+        self.outcomes.insert(ticket, outcome);
+        if let Some(waiter) = self.waiters.remove(&ticket) {
+            self.to_wake.push(waiter);
+        }
+    }
+
+    /// Unparks the threads whose appends finished and, if appends are
+    /// queued, the first of their threads to lead the next group.
+    pub fn wake_finished_and_next_leader(&mut self) {
+        let mut threads = self.threads_to_wake();
+        for thread in threads.drain(..) {
+            thread.unpark();
+        }
+        self.spare_wake = threads;
+    }
+
+    /// The threads [`GroupCommit::wake_finished_and_next_leader`] wakes,
+    /// the next leader first, for waking after the lock is released; give
+    /// the vector back with [`GroupCommit::recycle`].
+    pub fn threads_to_wake(&mut self) -> Vec<Thread> {
+        let mut threads = std::mem::take(&mut self.spare_wake);
+        if !self.committing
+            && let Some(next) = self
+                .queue
+                .iter()
+                .find_map(|pending| self.waiters.get(&pending.ticket))
+        {
+            threads.push(next.clone());
+        }
+        threads.append(&mut self.to_wake);
+        threads
+    }
+
+    /// Takes back emptied vectors for the next groups.
+    pub fn recycle(&mut self, threads: Vec<Thread>, members: Vec<Member>) {
+        debug_assert!(threads.is_empty() && members.is_empty());
+        self.spare_wake = threads;
+        self.spare_members = members;
+    }
+
+    /// Ends a group that had no members: only refusals to publish.
+    pub fn end_empty_group(&mut self, group: Group, stats: &mut Stats) {
+        debug_assert!(group.members.is_empty());
+        self.committing = false;
+        self.spare_members = group.members;
+        self.publish_refusals(group.refused, stats);
+    }
+
+    fn publish_refusals(&mut self, refused: Vec<(Pending, Error)>, stats: &mut Stats) {
+        for (pending, error) in refused {
+            match error {
+                Error::VersionConflict { .. } => stats.conflicts += 1,
+                Error::Quota { .. } => stats.quota_rejections += 1,
+                _ => {}
+            }
+            self.finish(pending.ticket, Err(error));
+        }
+    }
+}
+
+/// Takes appends off the queue, in order, into one group: each checked
+/// against the state the earlier members leave, and given its seq and
+/// first version.
+pub(crate) fn form_group(
+    commit: &mut GroupCommit,
+    state: &Committed,
+    settings: &Settings,
+) -> Group {
+    let last_len = state.segments.last().map_or(0, |segment| segment.len);
+    let mut group = Group {
+        roll_to: None,
+        segment: state.segments.len().saturating_sub(1) as u32,
+        offset: last_len,
+        previous_len: last_len,
+        sealed_bytes: state.size - last_len,
+        members: std::mem::take(&mut commit.spare_members),
+        refused: Vec::new(),
+        bytes: 0,
+    };
+    while let Some(pending) = commit.queue.front() {
+        // The version the group's earlier members leave the stream at
+        // (groups are small: a scan beats a map of cloned names).
+        let current = group
+            .members
+            .iter()
+            .rev()
+            .find(|member| member.pending.stream_bytes() == pending.stream_bytes())
+            .map_or_else(
+                || state.index.version(pending.stream()),
+                Member::last_version,
+            );
+        let record_len = pending.record_len();
+        let refusal = if !pending.expected.matches(current) {
+            Err(Error::VersionConflict {
+                stream: pending.stream().to_owned(),
+                expected: pending.expected,
+                actual: current,
+            })
+        } else {
+            settings.quota.check(state.size + group.bytes + record_len)
+        };
+        if let Err(error) = refusal {
+            let pending = commit.queue.pop_front().expect("front exists");
+            group.refused.push((pending, error));
+            continue;
+        }
+        let must_roll = group.roll_to.is_none() && state.segments.is_empty();
+        let segment_used = group.offset + group.bytes;
+        let fits = !must_roll
+            && (segment_used == 0 || segment_used + record_len <= settings.segment_bytes);
+        if !fits {
+            if !group.members.is_empty() {
+                break; // the next group starts with the roll
+            }
+            group.roll_to = Some(state.last_seq + 1);
+            group.segment = state.segments.len() as u32;
+            group.offset = 0;
+            group.sealed_bytes = state.size;
+        }
+        if !group.members.is_empty() && group.bytes + record_len > GROUP_BYTES_MAX {
+            break;
+        }
+        let mut pending = commit.queue.pop_front().expect("front exists");
+        set_first_version(&mut pending.payload, current + 1);
+        group.bytes += record_len;
+        group.members.push(Member {
+            seq: state.last_seq + 1 + group.members.len() as u64,
+            pending,
+            first_version: current + 1,
+        });
+    }
+    group
+}
+
+/// Publishes a group's outcome: on success the index, versions and size
+/// move and every member is acknowledged; on failure every member fails
+/// and the refused appends go back to the queue, to be checked again
+/// against the state the failed group did not change. Returns the members,
+/// for their buffers to be reused.
+pub(crate) fn publish(
+    commit: &mut GroupCommit,
+    state: &mut Committed,
+    stats: &mut Stats,
+    settings: &Settings,
+    group: Group,
+    result: Result<u64, GroupFailure>,
+) -> Vec<Member> {
+    let rolled = match &result {
+        Ok(_) => group.roll_to.is_some(),
+        Err(failure) => failure.rolled,
+    };
+    if rolled {
+        let first_seq = group.roll_to.expect("rolled implies a roll");
+        state.segments.push(SegmentMeta {
+            first_seq,
+            path: settings.segment_path(first_seq),
+            len: 0,
+        });
+        stats.segments_created += 1;
+    }
+    match result {
+        Ok(sync_ns) => {
+            acknowledge(commit, state, stats, &group);
+            stats.sync_latency_ns.record(sync_ns);
+            commit.last_group_size = group.members.len();
+            commit.publish_refusals(group.refused, stats);
+        }
+        Err(failure) => {
+            commit.poisoned |= failure.poisoned;
+            stats.failed_appends += group.members.len() as u64;
+            for member in &group.members {
+                commit.finish(member.pending.ticket, Err(failure.error.duplicate()));
+            }
+            for (pending, _) in group.refused.into_iter().rev() {
+                commit.queue.push_front(pending);
+            }
+        }
+    }
+    group.members
+}
+
+/// Moves the committed state past a group that is durable, and gives each
+/// member its version.
+fn acknowledge(commit: &mut GroupCommit, state: &mut Committed, stats: &mut Stats, group: &Group) {
+    let segment = &mut state.segments[group.segment as usize];
+    debug_assert_eq!(
+        segment.len, group.offset,
+        "the group starts at its segment's end"
+    );
+    segment.len = group.offset + group.bytes;
+    let mut offset = group.offset;
+    for (position, member) in group.members.iter().enumerate() {
+        debug_assert_eq!(
+            member.seq,
+            state.last_seq + 1 + position as u64,
+            "seqs are dense"
+        );
+        let location = Location {
+            first_version: member.first_version,
+            segment: group.segment,
+            offset: u32::try_from(offset).expect("records start below SEGMENT_BYTES_MAX"),
+        };
+        state
+            .index
+            .push(member.pending.stream(), member.pending.count, location);
+        offset += member.pending.record_len();
+        commit.finish(member.pending.ticket, Ok(member.last_version()));
+        stats.events += u64::from(member.pending.count);
+    }
+    state.last_seq += group.members.len() as u64;
+    state.size += group.bytes;
+    stats.appends += group.members.len() as u64;
+    stats.bytes += group.bytes;
+    stats.groups += 1;
+    stats.syncs += 1;
+    stats.appends_per_group.record(group.members.len() as u64);
+}

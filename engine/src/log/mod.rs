@@ -1,0 +1,408 @@
+//! The `Log`: a thin facade over the parts that do the work, each owning
+//! its state and its lock.
+//!
+//! - `settings.rs`: the options, resolved once, and the quota arithmetic.
+//! - `commit.rs`: group commit as a state machine with no I/O.
+//! - `writer.rs`: a group's write and sync, cut-back, roll, poisoning.
+//! - `preparer.rs`: the next segment, prepared ahead.
+//! - `read.rs`: reads through the index; `open.rs`: opening.
+//!
+//! An append, driven by threads or by the simulator through the same code:
+//!
+//! 1. [`Log::submit`] checks the arguments, encodes the batch and queues it.
+//! 2. A leader forms a group from the queue, in order: each append's expected
+//!    version and the quota are checked against the state the earlier
+//!    members leave (so the result is exactly that of running them one by
+//!    one), and each accepted append gets its seq and versions.
+//! 3. The leader rolls the segment if needed, writes the whole group with
+//!    one write, and syncs it with one `fdatasync`.
+//! 4. Only then is the group published (index, versions, size) and each
+//!    member acknowledged; on a failure the file is cut back and every
+//!    member fails.
+//!
+//! [`Log::append`] is `submit`, then either leading the next group or
+//! sleeping (parked) until the group that covers it is published. Appends
+//! that arrive while a sync is in flight form the next group; a publish
+//! wakes exactly the threads it finished, and the first queued one to lead
+//! next. A leader whose last group had company yields a few times before
+//! forming the next, so the threads it just woke can join; a lone writer
+//! never waits. The simulator calls [`Log::submit`] and
+//! [`Log::commit_next_group`] itself, in a seeded order, with no threads.
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread;
+use std::time::Instant;
+
+use crate::error::{Error, Expected};
+use crate::format::{Event, MAX_NAME_BYTES, MAX_PAYLOAD_BYTES, batch_encoded_len, encode_batch_at};
+use crate::recovery::RecoveryReport;
+use crate::segment::Handles;
+use crate::stats::Stats;
+
+mod commit;
+mod open;
+mod preparer;
+mod read;
+mod settings;
+mod writer;
+
+pub use commit::Ticket;
+pub use settings::{
+    Clock, DEFAULT_SEGMENT_BYTES, FAILPOINT_AFTER_WRITE, Failpoint, NextSegment, Options,
+    SEGMENT_BYTES_MAX, Tuning,
+};
+
+use commit::{Committed, GroupCommit, Member};
+use settings::Settings;
+use writer::WriterSide;
+
+/// A crash-safe, append-only, segmented event log. `Send + Sync`.
+///
+/// # Locks
+///
+/// A thread holding one of these locks takes only locks ranked after it,
+/// never one before:
+///
+/// 1. `shared`: the group commit's queue and outcomes, the committed state
+///    and the stats. A leader releases it for its group's I/O.
+/// 2. the writer's lock (`WriterSide::writer`, with its condition variable
+///    `wanted`): the active segment and the next segment's preparation.
+/// 3. the preparing thread's handle (`Preparer::thread`), taken under the
+///    writer's lock when a segment first gets half full.
+///
+/// `handles` and `spare_payloads` are leaves: no other lock is taken while
+/// one of them is held.
+pub struct Log {
+    settings: Arc<Settings>,
+    recovery: RecoveryReport,
+    /// Lock rank 1.
+    shared: Mutex<Shared>,
+    /// The writer side; `None` for a log opened read-only, which refuses
+    /// every append.
+    writer: Option<Arc<WriterSide>>,
+    /// A leaf lock: read handles of segments.
+    handles: Mutex<Handles>,
+    /// A leaf lock: payload buffers of published appends, for the next
+    /// ones to encode into (`submit` encodes before it takes `shared`).
+    spare_payloads: Mutex<Vec<Vec<u8>>>,
+}
+
+/// Buffers kept in [`Log::spare_payloads`]: enough for one per writer of a
+/// busy log, none so large that a one-off big event stays resident.
+const SPARE_PAYLOADS_MAX: usize = 128;
+const SPARE_PAYLOAD_BYTES_MAX: usize = 64 << 10;
+
+/// What the shared lock guards.
+struct Shared {
+    commit: GroupCommit,
+    state: Committed,
+    stats: Stats,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic elsewhere cannot leave these structures half-updated in a way
+    // that matters more than refusing service, which `poisoned` handles.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Log {
+    /// Appends `events` to `stream` as one record, if the stream is at the
+    /// `expected` version; returns the stream's new version once the record
+    /// is durable.
+    pub fn append(&self, stream: &str, expected: Expected, events: &[Event]) -> Result<u64, Error> {
+        let ticket = self.submit(stream, expected, events)?;
+        let mut shared = lock(&self.shared);
+        loop {
+            if let Some(outcome) = shared.commit.take_outcome(ticket) {
+                return outcome;
+            }
+            if !shared.commit.committing {
+                shared = self.lead(shared);
+                // A leader that panicked took this append with it.
+                let commit = &shared.commit;
+                if commit.poisoned && !commit.has_outcome(ticket) && !commit.is_queued(ticket) {
+                    return Err(Error::Poisoned);
+                }
+                continue;
+            }
+            // Sleep until this append's group is published, or until this
+            // thread is asked to lead the next group. Waking only those
+            // threads (not every waiter) keeps 64 writers from thrashing
+            // two cores with wake-ups that find nothing to do.
+            shared.commit.wait(ticket, thread::current());
+            drop(shared);
+            thread::park();
+            shared = lock(&self.shared);
+            shared.commit.stop_waiting(ticket);
+        }
+    }
+
+    /// Step 1 of an append: checks the arguments, encodes the batch and
+    /// queues it. The outcome comes from a later group commit
+    /// ([`Log::commit_next_group`], or any thread's `append`) and is
+    /// collected with [`Log::take_outcome`].
+    pub fn submit(
+        &self,
+        stream: &str,
+        expected: Expected,
+        events: &[Event],
+    ) -> Result<Ticket, Error> {
+        let payload_len = check_arguments(stream, events)?;
+        if self.writer.is_none() {
+            return Err(Error::ReadOnly {
+                dir: self.settings.dir.clone(),
+            });
+        }
+        let at = self.settings.now();
+        let mut payload = lock(&self.spare_payloads).pop().unwrap_or_default();
+        payload.clear();
+        payload.reserve(payload_len as usize);
+        encode_batch_at(&mut payload, stream, 0, events, at);
+        let mut shared = lock(&self.shared);
+        if shared.commit.poisoned {
+            return Err(Error::Poisoned);
+        }
+        Ok(shared
+            .commit
+            .enqueue(expected, payload, events.len() as u32))
+    }
+
+    /// Steps 2 to 4 for the next group of queued appends, on the calling
+    /// thread. Returns how many appends got an outcome (0 if the queue is
+    /// empty or another thread's group is in flight).
+    pub fn commit_next_group(&self) -> usize {
+        let shared = lock(&self.shared);
+        if shared.commit.committing {
+            return 0;
+        }
+        let before = shared.commit.outcomes();
+        let shared = self.lead(shared);
+        shared.commit.outcomes() - before
+    }
+
+    /// The outcome of a submitted append, once its group was committed.
+    pub fn take_outcome(&self, ticket: Ticket) -> Option<Result<u64, Error>> {
+        lock(&self.shared).commit.take_outcome(ticket)
+    }
+
+    /// Appends queued and not yet in a group.
+    pub fn queued(&self) -> usize {
+        lock(&self.shared).commit.queued()
+    }
+
+    /// Forms and commits one group; called with the lock, returns with it.
+    fn lead<'a>(&'a self, mut shared: MutexGuard<'a, Shared>) -> MutexGuard<'a, Shared> {
+        if shared.commit.poisoned {
+            shared.commit.fail_queued();
+            shared.commit.wake_finished_and_next_leader();
+            return shared;
+        }
+        shared = self.gather(shared);
+        let Shared {
+            commit,
+            state,
+            stats,
+        } = &mut *shared;
+        let group = commit::form_group(commit, state, &self.settings);
+        if group.members.is_empty() {
+            commit.end_empty_group(group, stats);
+            commit.wake_finished_and_next_leader();
+            return shared;
+        }
+        drop(shared);
+
+        let writer = self
+            .writer
+            .as_ref()
+            .expect("only a writable log queues appends");
+        let mut reset = ResetOnUnwind {
+            log: self,
+            armed: true,
+        };
+        let started = Instant::now();
+        let result = writer.write_group(&group);
+        let result = result.map(|()| started.elapsed().as_nanos() as u64);
+        reset.armed = false;
+
+        let mut shared = lock(&self.shared);
+        let Shared {
+            commit,
+            state,
+            stats,
+        } = &mut *shared;
+        commit.committing = false;
+        let mut members = commit::publish(commit, state, stats, &self.settings, group, result);
+        // Wake outside the lock: the next leader, woken first, can form its
+        // group while this thread is still waking the rest.
+        let mut threads = commit.threads_to_wake();
+        drop(shared);
+        for thread in threads.drain(..) {
+            thread.unpark();
+        }
+        self.recycle_payloads(&mut members);
+        let mut shared = lock(&self.shared);
+        shared.commit.recycle(threads, members);
+        shared
+    }
+
+    /// Claims the lead and, if the last group had company, yields a few
+    /// times so that its threads, woken a moment ago, can queue their next
+    /// appends in time to share this group's sync. Never a sleep, and never
+    /// for a lone writer.
+    fn gather<'a>(&'a self, mut shared: MutexGuard<'a, Shared>) -> MutexGuard<'a, Shared> {
+        shared.commit.committing = true;
+        let company = shared.commit.last_group_size;
+        let mut yields = 0;
+        while company > 1
+            && shared.commit.queued() < company
+            && yields < self.settings.tuning.gather_yields
+        {
+            drop(shared);
+            thread::yield_now();
+            shared = lock(&self.shared);
+            yields += 1;
+        }
+        shared
+    }
+
+    /// Keeps a published group's payload buffers for the appends to come
+    /// (outside the shared lock: submitters take them concurrently) and
+    /// empties `members` for reuse.
+    fn recycle_payloads(&self, members: &mut Vec<Member>) {
+        let mut spare = lock(&self.spare_payloads);
+        for member in members.drain(..) {
+            let payload = member.pending.payload;
+            if spare.len() < SPARE_PAYLOADS_MAX && payload.capacity() <= SPARE_PAYLOAD_BYTES_MAX {
+                spare.push(payload);
+            }
+        }
+    }
+
+    /// Prepares the next segment file now if the log wants one (its active
+    /// segment is half full and no file is prepared): `Ok(true)` if this
+    /// call wrote one. For [`NextSegment::OnCall`]. A failure changes
+    /// nothing the log relies on: the roll then creates its file.
+    pub fn prepare_next_segment(&self) -> Result<bool, Error> {
+        match &self.writer {
+            Some(writer) if !self.is_poisoned() => writer.prepare().map_err(Error::Io),
+            _ => Ok(false),
+        }
+    }
+
+    /// The stream's version: its number of events (0 if unknown).
+    pub fn version(&self, stream: &str) -> u64 {
+        lock(&self.shared).state.index.version(stream)
+    }
+
+    /// Names of the streams that start with `prefix`, sorted.
+    pub fn streams(&self, prefix: &str) -> Vec<String> {
+        lock(&self.shared).state.index.names_with_prefix(prefix)
+    }
+
+    /// Seq of the last acknowledged record (0 for an empty log).
+    pub fn last_seq(&self) -> u64 {
+        lock(&self.shared).state.last_seq
+    }
+
+    /// Bytes of acknowledged records in all segments (never counts
+    /// preallocated or torn bytes).
+    pub fn size(&self) -> u64 {
+        lock(&self.shared).state.size
+    }
+
+    /// What recovery found and did when this log was opened.
+    pub fn recovery(&self) -> &RecoveryReport {
+        &self.recovery
+    }
+
+    /// Counters and histograms since open.
+    pub fn stats(&self) -> Stats {
+        let mut stats = lock(&self.shared).stats.clone();
+        // Not under the writer's lock, which a leader holds through a sync.
+        stats.segments_prepared = self
+            .writer
+            .as_ref()
+            .map_or(0, |writer| writer.prepared_rolls.load(Ordering::Relaxed));
+        stats
+    }
+
+    /// True once a failed append could not be undone durably.
+    pub fn is_poisoned(&self) -> bool {
+        lock(&self.shared).commit.poisoned
+    }
+
+    /// The log's directory.
+    pub fn dir(&self) -> &Path {
+        &self.settings.dir
+    }
+
+    /// Closes the log. Every acknowledged append is already durable, so
+    /// this only releases the files.
+    pub fn close(self) -> Result<(), Error> {
+        drop(self);
+        Ok(())
+    }
+}
+
+/// The checks on an append's arguments, before anything is encoded: the
+/// payload's length if they pass.
+fn check_arguments(stream: &str, events: &[Event]) -> Result<u64, Error> {
+    if events.is_empty() {
+        return Err(Error::EmptyBatch {
+            stream: stream.to_owned(),
+        });
+    }
+    if stream.len() > MAX_NAME_BYTES {
+        return Err(Error::NameTooLong {
+            what: "stream name",
+            len: stream.len(),
+        });
+    }
+    if let Some(event) = events
+        .iter()
+        .find(|event| event.event_type.len() > MAX_NAME_BYTES)
+    {
+        return Err(Error::NameTooLong {
+            what: "event type",
+            len: event.event_type.len(),
+        });
+    }
+    let payload_len = batch_encoded_len(stream, events);
+    if payload_len > MAX_PAYLOAD_BYTES || u32::try_from(events.len()).is_err() {
+        return Err(Error::RecordTooLarge {
+            stream: stream.to_owned(),
+            bytes: payload_len,
+        });
+    }
+    Ok(payload_len)
+}
+
+impl Drop for Log {
+    fn drop(&mut self) {
+        if let Some(writer) = &self.writer {
+            writer.stop_preparer();
+        }
+    }
+}
+
+/// If a leader panics (a failpoint hook may), waiting appenders must not
+/// wait forever: the log is poisoned and they are woken.
+struct ResetOnUnwind<'a> {
+    log: &'a Log,
+    armed: bool,
+}
+
+impl Drop for ResetOnUnwind<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let mut shared = lock(&self.log.shared);
+            shared.commit.committing = false;
+            shared.commit.poisoned = true;
+            for waiter in shared.commit.take_all_waiters() {
+                waiter.unpark();
+            }
+        }
+    }
+}

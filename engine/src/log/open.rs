@@ -1,0 +1,178 @@
+//! Opening a log: recovery's scan, then (for a writer) everything the scan
+//! found made durable before anything is built on it, then the `Log`
+//! assembled. A read-only opening runs the scan alone and has no writer.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use durlog_vfs::{OpenMode, PosixVfs, Vfs, VfsFile};
+
+use crate::error::Error;
+use crate::recovery::{self, RecoveryReport, Scanned, Tail};
+use crate::segment::Handles;
+use crate::stats::Stats;
+
+use super::commit::{Committed, GroupCommit};
+use super::settings::{NextSegment, Options, Settings, Tuning};
+use super::writer::{Writer, WriterSide};
+use super::{Log, Shared};
+
+impl Log {
+    /// Opens (creating it if missing) the log in `dir` on the host's file
+    /// system, recovering from any crash. The next segment is prepared in
+    /// the background ([`NextSegment::Background`]).
+    pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Log, Error> {
+        Log::open_tuned(PosixVfs, dir, options, Tuning::default())
+    }
+
+    /// Opens the log in `dir` on any file system backend. The log starts no
+    /// thread of its own, so that on a simulated disk a run depends on its
+    /// seed alone: the next segment is prepared only when the caller calls
+    /// [`Log::prepare_next_segment`] ([`NextSegment::OnCall`]), else the
+    /// roll creates it.
+    pub fn open_with_vfs(
+        vfs: impl Vfs + 'static,
+        dir: impl AsRef<Path>,
+        options: Options,
+    ) -> Result<Log, Error> {
+        let tuning = Tuning {
+            next_segment: NextSegment::OnCall,
+            ..Tuning::default()
+        };
+        Log::open_tuned(vfs, dir, options, tuning)
+    }
+
+    /// [`Log::open_with_vfs`] with [`Tuning`] knobs.
+    pub fn open_tuned(
+        vfs: impl Vfs + 'static,
+        dir: impl AsRef<Path>,
+        options: Options,
+        tuning: Tuning,
+    ) -> Result<Log, Error> {
+        let vfs: Arc<dyn Vfs> = Arc::new(vfs);
+        let dir = dir.as_ref();
+        vfs.create_dir_all(dir)?;
+        let scanned = recovery::scan(vfs.as_ref(), dir, &mut |_| {})?;
+        let (report, active) = make_durable(vfs.as_ref(), dir, scanned.report.clone(), &scanned)?;
+        let settings = Arc::new(Settings::new(vfs, dir, options, tuning));
+        let active_len = scanned.segments.last().map_or(0, |segment| segment.len);
+        let size = report.record_bytes;
+        let writer = Writer::new(active, active_len, size - active_len);
+        let writer = WriterSide::new(Arc::clone(&settings), writer);
+        // The scan synced the active segment once: the first sync counted.
+        let syncs = u64::from(scanned.segments.last().is_some());
+        Ok(assemble(settings, scanned, report, Some(writer), syncs))
+    }
+
+    /// Opens the log in `dir` for reading only: nothing on disk changes (no
+    /// directory is created, no torn tail truncated, nothing synced), and
+    /// appends fail with `Error::ReadOnly`. Reads see the valid records.
+    pub fn open_read_only(vfs: impl Vfs + 'static, dir: impl AsRef<Path>) -> Result<Log, Error> {
+        let vfs: Arc<dyn Vfs> = Arc::new(vfs);
+        let dir = dir.as_ref();
+        let scanned = recovery::scan(vfs.as_ref(), dir, &mut |_| {})?;
+        log_opened(dir, &scanned.report);
+        let settings = Settings::new(vfs, dir, Options::default(), Tuning::default());
+        let report = scanned.report.clone();
+        Ok(assemble(Arc::new(settings), scanned, report, None, 0))
+    }
+}
+
+/// Makes durable what the scan found, before anything is built on it: the
+/// torn or zero tail cut, the active segment synced (a killed predecessor
+/// may have left records, or this cut, only in the page cache), a leftover
+/// prepared segment removed, and the directory synced. Returns the report
+/// with what was cut, and the active segment's handle.
+fn make_durable(
+    vfs: &dyn Vfs,
+    dir: &Path,
+    mut report: RecoveryReport,
+    scanned: &Scanned,
+) -> Result<(RecoveryReport, Option<Arc<dyn VfsFile>>), Error> {
+    let active = match scanned.segments.last() {
+        None => None,
+        Some(last) => {
+            let file: Arc<dyn VfsFile> = Arc::from(vfs.open(&last.path, OpenMode::ReadWrite)?);
+            // Truncate, never skip: garbage left in place would make the
+            // next recovery drop the records written after it. A zero
+            // tail is cut too, so every segment ends at its last record.
+            if let Tail::Torn { offset, bytes, .. } | Tail::Zeros { offset, bytes, .. } =
+                &report.tail
+            {
+                file.set_len(*offset)?;
+                report.bytes_truncated = *bytes;
+            }
+            warn_torn_tail(&report);
+            file.sync_data()?;
+            Some(file)
+        }
+    };
+    // A next segment prepared by an earlier life goes: after a crash in
+    // the middle of a roll it may even be a second name of the last
+    // segment. The directory sync below makes the removal durable.
+    if let Some(path) = &scanned.next_segment {
+        vfs.remove_file(path)?;
+    }
+    // Likewise a segment's directory entry.
+    vfs.sync_dir(dir)?;
+    log_opened(dir, &report);
+    Ok((report, active))
+}
+
+fn warn_torn_tail(report: &RecoveryReport) {
+    if let Tail::Torn {
+        file,
+        offset,
+        bytes,
+        reason,
+    } = &report.tail
+    {
+        log::warn!(
+            "durlog: truncated a torn tail of {bytes} bytes at {}:{offset} ({reason}); last good seq {}",
+            file.display(),
+            report.last_seq
+        );
+    }
+}
+
+fn log_opened(dir: &Path, report: &RecoveryReport) {
+    log::info!(
+        "durlog: opened {}: {} segments, {} records, last seq {}, {:?}",
+        dir.display(),
+        report.segments,
+        report.records,
+        report.last_seq,
+        report.tail
+    );
+}
+
+/// The `Log` over what the scan found.
+fn assemble(
+    settings: Arc<Settings>,
+    scanned: Scanned,
+    report: RecoveryReport,
+    writer: Option<Arc<WriterSide>>,
+    syncs: u64,
+) -> Log {
+    let state = Committed {
+        index: scanned.index,
+        segments: scanned.segments,
+        last_seq: report.last_seq,
+        size: report.record_bytes,
+    };
+    Log {
+        settings,
+        recovery: report,
+        shared: Mutex::new(Shared {
+            commit: GroupCommit::default(),
+            state,
+            stats: Stats {
+                syncs,
+                ..Stats::default()
+            },
+        }),
+        writer,
+        handles: Mutex::new(Handles::default()),
+        spare_payloads: Mutex::new(Vec::new()),
+    }
+}

@@ -1,0 +1,454 @@
+//! Recovery: reading a log directory back and deciding what it holds.
+//!
+//! [`scan`] reads every segment in name order and checks every record (the
+//! header fits, the length fits, the CRC matches, the seq is the previous
+//! plus one, the segment's name is its first record's seq, the batch
+//! decodes, its first version is its stream's last plus one). The first
+//! record that fails decides (`decide.rs`, FORMAT.md's decision list):
+//!
+//! - in an earlier segment, acknowledged bytes are damaged: `Corrupt`;
+//! - in the last segment, it is a torn tail (an append that crashed before
+//!   it was acknowledged), which `Log::open` truncates durably, unless the
+//!   bytes prove it is not: see [`GROUP_BYTES_MAX`].
+//!
+//! Damage to the structure (a name that is not a segment, a missing segment,
+//! a seq gap) is corruption wherever it is. The scan itself never writes:
+//! `durlog verify` runs it alone.
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use durlog_vfs::{OpenMode, Vfs, VfsFile};
+
+use crate::error::Error;
+use crate::format::{
+    BatchError, BatchView, HEADER_SIZE, Header, NEXT_SEGMENT_NAME, RecordError, inspect_batch,
+    parse_record, parse_segment_name,
+};
+use crate::index::{Index, Location};
+use crate::segment::{SegmentMeta, Window};
+
+mod decide;
+
+pub use decide::GROUP_BYTES_MAX;
+
+/// How many times a suspected damage is re-read before it is believed: a
+/// flaky read must not make recovery truncate acknowledged data.
+const REREADS_MAX: usize = 4;
+
+/// What the end of the last segment looks like.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Tail {
+    /// The last segment ends exactly at its last valid record.
+    Clean,
+    /// Only zero bytes follow the last valid record (preallocation, or a
+    /// size change whose data never reached the disk): the end of the log,
+    /// not damage. `Log::open` cuts them off like a torn tail, so that
+    /// every segment ends at its last record; `durlog verify` calls it clean.
+    Zeros {
+        /// The last segment.
+        file: PathBuf,
+        /// Where the zeros start.
+        offset: u64,
+        /// How many zero bytes there are.
+        bytes: u64,
+    },
+    /// A torn tail: an append that never completed. `Log::open` truncates
+    /// the file at `offset` and makes the truncation durable.
+    Torn {
+        /// The last segment.
+        file: PathBuf,
+        /// Offset of the first record that fails.
+        offset: u64,
+        /// Bytes from there to the end of the file.
+        bytes: u64,
+        /// Why the record there fails.
+        reason: String,
+    },
+}
+
+/// What recovery found (and, from `Log::open`, what it did).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Segment files read.
+    pub segments: usize,
+    /// Valid records read.
+    pub records: u64,
+    /// Bytes of valid records.
+    pub record_bytes: u64,
+    /// Seq of the last valid record (0 for an empty log).
+    pub last_seq: u64,
+    /// The state of the last segment's end.
+    pub tail: Tail,
+    /// Bytes `Log::open` cut off the last segment (0 from a read-only scan).
+    pub bytes_truncated: u64,
+}
+
+/// One valid record, as a scan visits it.
+pub struct RecordInfo<'a> {
+    /// The segment file it is in.
+    pub file: &'a Path,
+    /// Its offset in that file.
+    pub offset: u64,
+    /// Its seq.
+    pub seq: u64,
+    /// Bytes it takes, header included.
+    pub len: u64,
+    /// Its payload (a batch that is known to decode).
+    pub payload: &'a [u8],
+    /// The batch's stream, first version and count.
+    pub batch: BatchView<'a>,
+}
+
+/// What a scan hands to `Log::open`.
+pub(crate) struct Scanned {
+    pub segments: Vec<SegmentMeta>,
+    pub index: Index,
+    pub report: RecoveryReport,
+    /// A next segment prepared by an earlier life, to remove.
+    pub next_segment: Option<PathBuf>,
+}
+
+/// Scans `dir` read-only and reports what `Log::open` would find and do:
+/// `Ok` with the tail state, or `Corrupt` naming the file and offset.
+pub fn verify(vfs: &dyn Vfs, dir: &Path) -> Result<RecoveryReport, Error> {
+    scan(vfs, dir, &mut |_| {}).map(|scanned| scanned.report)
+}
+
+/// [`verify`], calling `visit` for every valid record in log order.
+pub fn visit_records(
+    vfs: &dyn Vfs,
+    dir: &Path,
+    visit: &mut dyn FnMut(&RecordInfo<'_>),
+) -> Result<RecoveryReport, Error> {
+    scan(vfs, dir, visit).map(|scanned| scanned.report)
+}
+
+pub(crate) fn scan(
+    vfs: &dyn Vfs,
+    dir: &Path,
+    visit: &mut dyn FnMut(&RecordInfo<'_>),
+) -> Result<Scanned, Error> {
+    let (names, next_segment) = segment_names(vfs, dir)?;
+    let mut scanner = Scanner {
+        index: Index::default(),
+        next_seq: 1,
+        records: 0,
+        record_bytes: 0,
+        buf: Vec::new(),
+    };
+    let mut segments = Vec::with_capacity(names.len());
+    let mut tail = Tail::Clean;
+    for (position, (first_seq, path)) in names.iter().enumerate() {
+        let is_last = position + 1 == names.len();
+        if *first_seq != scanner.next_seq {
+            return Err(corrupt(
+                path,
+                0,
+                seq_gap_reason(position, *first_seq, scanner.next_seq),
+            ));
+        }
+        let file = vfs.open(path, OpenMode::ReadOnly)?;
+        let (len, segment_tail) =
+            scanner.scan_segment(file.as_ref(), path, position as u32, is_last, visit)?;
+        if len == 0 && !is_last {
+            return Err(corrupt(path, 0, "a sealed segment holds no record".into()));
+        }
+        segments.push(SegmentMeta {
+            first_seq: *first_seq,
+            path: path.clone(),
+            len,
+        });
+        tail = segment_tail;
+    }
+    debug_assert_eq!(
+        segments.iter().map(|segment| segment.len).sum::<u64>(),
+        scanner.record_bytes,
+        "the segments' lengths are their records' bytes"
+    );
+    let report = RecoveryReport {
+        segments: segments.len(),
+        records: scanner.records,
+        record_bytes: scanner.record_bytes,
+        last_seq: scanner.next_seq - 1,
+        tail,
+        bytes_truncated: 0,
+    };
+    Ok(Scanned {
+        segments,
+        index: scanner.index,
+        report,
+        next_segment,
+    })
+}
+
+fn seq_gap_reason(position: usize, named: u64, expected: u64) -> String {
+    if position == 0 {
+        format!(
+            "the first segment is named for seq {named}, but a log starts at seq 1: a segment is missing"
+        )
+    } else {
+        format!(
+            "segment named for seq {named}, but the previous segment ends at seq {}: a segment is missing or misnamed",
+            expected - 1
+        )
+    }
+}
+
+fn corrupt(file: &Path, offset: u64, reason: String) -> Error {
+    Error::Corrupt {
+        file: file.to_path_buf(),
+        offset,
+        reason,
+    }
+}
+
+/// Segment files by first seq, and the prepared next segment.
+type Names = (Vec<(u64, PathBuf)>, Option<PathBuf>);
+
+/// The segment files of `dir` in seq order, and the prepared next segment
+/// if there is one. Anything else in the directory is an error: a log
+/// directory holds segments only.
+fn segment_names(vfs: &dyn Vfs, dir: &Path) -> Result<Names, Error> {
+    let mut names = Vec::new();
+    let mut next_segment = None;
+    for entry in vfs.list_dir(dir)? {
+        let path = dir.join(&entry.name);
+        if entry.name == NEXT_SEGMENT_NAME && !entry.is_dir {
+            // Zeros, or (after a crash mid-roll) a second name of the new
+            // last segment: never read as part of the log.
+            next_segment = Some(path);
+            continue;
+        }
+        match parse_segment_name(&entry.name) {
+            Some(first_seq) if !entry.is_dir => names.push((first_seq, path)),
+            Some(_) => {
+                return Err(corrupt(
+                    &path,
+                    0,
+                    "a directory where a segment file belongs".into(),
+                ));
+            }
+            None => {
+                return Err(corrupt(
+                    &path,
+                    0,
+                    "not a durlog segment (segments are named by 20 decimal digits and .log); a log directory holds only segments: move the file elsewhere".into(),
+                ));
+            }
+        }
+    }
+    names.sort();
+    Ok((names, next_segment))
+}
+
+/// Why the record at an offset is not the next record of the log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Damage {
+    /// The bytes are not a record: short, or a CRC mismatch.
+    Record(RecordError),
+    /// A valid record, but not the one the seq chain expects.
+    Seq { found: u64, expected: u64 },
+    /// A valid record whose payload is not a batch.
+    Batch(BatchError),
+    /// A valid batch that does not continue its stream's versions.
+    Version {
+        stream: String,
+        found: u64,
+        expected: u64,
+    },
+    /// A record starting where no segment reaches (offsets are 32 bits).
+    BeyondSegmentLimit,
+}
+
+impl fmt::Display for Damage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Damage::Record(error) => error.fmt(f),
+            Damage::Seq { found, expected } => {
+                write!(f, "record has seq {found}, expected {expected}")
+            }
+            Damage::Batch(error) => error.fmt(f),
+            Damage::Version {
+                stream,
+                found,
+                expected,
+            } => write!(
+                f,
+                "batch of stream {stream:?} starts at version {found}, expected {expected}"
+            ),
+            Damage::BeyondSegmentLimit => {
+                f.write_str("record starts beyond 4 GiB, where no segment reaches")
+            }
+        }
+    }
+}
+
+/// The outcome of checking the record at one offset.
+enum Checked {
+    /// The next record of the log, this many bytes long; now indexed.
+    Valid(u64),
+    /// Not the next record of the log.
+    Damaged(Damage),
+}
+
+struct Scanner {
+    index: Index,
+    next_seq: u64,
+    records: u64,
+    record_bytes: u64,
+    buf: Vec<u8>,
+}
+
+impl Scanner {
+    /// Scans one segment; returns the end of its last valid record and the
+    /// state of its tail.
+    fn scan_segment(
+        &mut self,
+        file: &dyn VfsFile,
+        path: &Path,
+        segment: u32,
+        is_last: bool,
+        visit: &mut dyn FnMut(&RecordInfo<'_>),
+    ) -> Result<(u64, Tail), Error> {
+        let file_len = file.len()?;
+        let mut window = Window::new(file, file_len, std::mem::take(&mut self.buf));
+        let mut offset = 0;
+        let mut outcome = Ok(Tail::Clean);
+        while offset < file_len {
+            match self.check_record(&mut window, path, offset, segment, visit) {
+                Ok(Checked::Valid(len)) => offset += len,
+                Ok(Checked::Damaged(damage)) => {
+                    outcome = self.decide(&mut window, path, offset, is_last, damage);
+                    break;
+                }
+                Err(error) => {
+                    outcome = Err(error);
+                    break;
+                }
+            }
+        }
+        self.buf = window.into_buf();
+        outcome.map(|tail| (offset, tail))
+    }
+
+    /// Checks the record at `offset` and, if valid, indexes it. Suspected
+    /// damage is re-read until two reads agree.
+    fn check_record(
+        &mut self,
+        window: &mut Window<'_>,
+        path: &Path,
+        offset: u64,
+        segment: u32,
+        visit: &mut dyn FnMut(&RecordInfo<'_>),
+    ) -> Result<Checked, Error> {
+        let agreed = read_until_two_agree(window, path, offset, |window| {
+            Ok(
+                match self.try_record(window, path, offset, segment, visit)? {
+                    Checked::Valid(len) => Ok(len),
+                    Checked::Damaged(damage) => {
+                        Err((damage, record_bytes(window, offset)?.to_vec()))
+                    }
+                },
+            )
+        })?;
+        Ok(match agreed {
+            Ok(len) => Checked::Valid(len),
+            Err((damage, _)) => Checked::Damaged(damage),
+        })
+    }
+
+    fn try_record(
+        &mut self,
+        window: &mut Window<'_>,
+        path: &Path,
+        offset: u64,
+        segment: u32,
+        visit: &mut dyn FnMut(&RecordInfo<'_>),
+    ) -> io::Result<Checked> {
+        let bytes = record_bytes(window, offset)?;
+        let record = match parse_record(bytes) {
+            Ok(record) => record,
+            Err(error) => return Ok(Checked::Damaged(Damage::Record(error))),
+        };
+        if record.seq != self.next_seq {
+            return Ok(Checked::Damaged(Damage::Seq {
+                found: record.seq,
+                expected: self.next_seq,
+            }));
+        }
+        let batch = match inspect_batch(record.payload) {
+            Ok(batch) => batch,
+            Err(error) => return Ok(Checked::Damaged(Damage::Batch(error))),
+        };
+        let expected_version = self.index.version(batch.stream) + 1;
+        if batch.first_version != expected_version {
+            return Ok(Checked::Damaged(Damage::Version {
+                stream: batch.stream.to_owned(),
+                found: batch.first_version,
+                expected: expected_version,
+            }));
+        }
+        let Ok(offset32) = u32::try_from(offset) else {
+            return Ok(Checked::Damaged(Damage::BeyondSegmentLimit));
+        };
+        let len = record.len as u64;
+        visit(&RecordInfo {
+            file: path,
+            offset,
+            seq: record.seq,
+            len,
+            payload: record.payload,
+            batch,
+        });
+        self.index.push(
+            batch.stream,
+            batch.count,
+            Location {
+                first_version: batch.first_version,
+                segment,
+                offset: offset32,
+            },
+        );
+        self.next_seq += 1;
+        self.records += 1;
+        self.record_bytes += len;
+        Ok(Checked::Valid(len))
+    }
+}
+
+/// The bytes the record at `offset` claims by its length field, bounded by
+/// the end of the file (a damaged length never reads past it).
+fn record_bytes<'w>(window: &'w mut Window<'_>, offset: u64) -> io::Result<&'w [u8]> {
+    let header = window.bytes(offset, HEADER_SIZE as u64)?;
+    let claimed = Header::peek(header).map_or(0, |header| u64::from(header.len));
+    window.bytes(offset, HEADER_SIZE as u64 + claimed)
+}
+
+/// Runs `attempt`, a read through the window, until it accepts what it
+/// read (`Ok`) or two reads in a row are suspect in the same way (`Err`,
+/// compared whole): what recovery acts on must not be the product of one
+/// flaky read. Each attempt after the first reads the file afresh.
+fn read_until_two_agree<T, S: PartialEq>(
+    window: &mut Window<'_>,
+    path: &Path,
+    offset: u64,
+    mut attempt: impl FnMut(&mut Window<'_>) -> io::Result<Result<T, S>>,
+) -> Result<Result<T, S>, Error> {
+    let mut previous = None;
+    for _ in 0..=REREADS_MAX {
+        match attempt(window)? {
+            Ok(accepted) => return Ok(Ok(accepted)),
+            Err(suspect) if previous.as_ref() == Some(&suspect) => return Ok(Err(suspect)),
+            Err(suspect) => previous = Some(suspect),
+        }
+        window.invalidate();
+    }
+    Err(Error::Io(io::Error::other(format!(
+        "{}: {} reads at offset {offset} returned different bytes; the device is unstable, not retrying recovery",
+        path.display(),
+        REREADS_MAX + 1
+    ))))
+}
