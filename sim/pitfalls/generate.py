@@ -7,32 +7,32 @@ root=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 out=root+'/sim/pitfalls'
 P=[
 ("01-crc-over-payload-only","SPEC 7.1: CRC over the payload only, not seq",[
- ("engine/src/format.rs","    crc32c::crc32c_append(crc32c::crc32c(&seq.to_le_bytes()), payload)","    let _ = seq;\n    crc32c::crc32c(payload)")]),
+ ("engine/src/format/mod.rs","    crc32c::crc32c_append(crc32c::crc32c(&seq.to_le_bytes()), payload)","    let _ = seq;\n    crc32c::crc32c(payload)")]),
 ("02-length-not-checked","SPEC 7.2: trusting the length field without checking it against the bytes left",[
- ("engine/src/format.rs","    if u64::from(len) > rest.len() as u64 {\n        return Err(RecordError::Short);\n    }\n","")]),
+ ("engine/src/format/mod.rs","    if u64::from(header.len) > rest.len() as u64 {\n        return Err(RecordError::Short);\n    }\n","")]),
 ("03-torn-tail-not-truncated","SPEC 7.3: recovery skips a torn tail in memory without truncating the file",[
- ("engine/src/log.rs","                    file.set_len(*offset)?;\n","")]),
+ ("engine/src/log/open.rs","                file.set_len(*offset)?;\n","")]),
 ("04-earlier-damage-as-torn-tail","SPEC 7.4: treating damage in an earlier segment as a torn tail",[
- ("engine/src/recovery.rs","        if !is_last {\n            return Err(corrupt(","        if false && !is_last {\n            return Err(corrupt("),
- ("engine/src/recovery.rs","        tail = segment_tail;\n","        tail = segment_tail;\n        if tail != Tail::Clean {\n            break;\n        }\n")]),
+ ("engine/src/recovery/decide.rs","        if !is_last {\n            return Err(corrupt(","        if false && !is_last {\n            return Err(corrupt("),
+ ("engine/src/recovery/mod.rs","        tail = segment_tail;\n","        tail = segment_tail;\n        if tail != Tail::Clean {\n            break;\n        }\n")]),
 ("05-stale-writer-accepted","SPEC 7.5: checking only expected > current",[
  ("engine/src/error.rs","            Expected::Exact(version) => current == version,","            Expected::Exact(version) => version <= current,")]),
 ("06-read-skips-first-event","SPEC 7.6: off-by-one read (the first event asked for is skipped)",[
- ("engine/src/log.rs","filter(|event| event.version >= from)","filter(|event| event.version > from)")]),
+ ("engine/src/log/read.rs","filter(|event| event.version >= from)","filter(|event| event.version > from)")]),
 ("07-roll-after-limit","SPEC 7.7: rolling only after the limit is passed",[
- ("engine/src/log.rs","                && (segment_used == 0 || segment_used + record_len <= self.segment_bytes);","                && (segment_used == 0 || segment_used <= self.segment_bytes);")]),
+ ("engine/src/log/commit.rs","            && (segment_used == 0 || segment_used + record_len <= settings.segment_bytes);","            && (segment_used == 0 || segment_used <= settings.segment_bytes);")]),
 ("08-time-in-seconds","SPEC 7.8: storing time in seconds",[
- ("engine/src/log.rs","        let at = self.now.as_ref().map_or_else(system_now, |now| now());","        let at = self.now.as_ref().map_or_else(system_now, |now| now()) / 1_000_000_000;")]),
+ ("engine/src/log/settings.rs","        self.now.as_ref().map_or_else(system_now, |now| now())\n","        self.now.as_ref().map_or_else(system_now, |now| now()) / 1_000_000_000\n")]),
 ("09-quota-refuses-exact-fit","SPEC 7.9: a quota that refuses a record that fits exactly",[
- ("engine/src/log.rs","            } else if self.max_bytes > 0 && size + record_len > self.max_bytes {","            } else if self.max_bytes > 0 && size + record_len >= self.max_bytes {")]),
+ ("engine/src/log/settings.rs","        if self.max_bytes > 0 && needed > self.max_bytes {","        if self.max_bytes > 0 && needed >= self.max_bytes {")]),
 ("10-no-cut-back","SPEC 7.10: returning the error of a failed write or fsync without cutting the bytes back",[
- ("engine/src/log.rs","        let cut_back = file.set_len(group.offset).and_then(|()| file.sync_data());","        let cut_back: std::io::Result<()> = Ok(());")]),
+ ("engine/src/log/writer.rs","        let cut_back = file.set_len(group.offset).and_then(|()| file.sync_data());","        let cut_back: std::io::Result<()> = Ok(());")]),
 ("11-ack-before-fsync","SPEC 7.11: acknowledging before fsync",[
- ("engine/src/log.rs","            })\n            .and_then(|()| file.sync_data());","            });")]),
+ ("engine/src/log/writer.rs","            .and_then(|()| settings.failpoint(FAILPOINT_AFTER_WRITE))\n            .and_then(|()| file.sync_data());","            .and_then(|()| settings.failpoint(FAILPOINT_AFTER_WRITE));")]),
 ("12-no-directory-fsync","SPEC 7.12: no directory fsync after creating a segment",[
- ("engine/src/log.rs","        self.vfs\n            .sync_dir(&self.dir)\n            .map_err(GroupFailure::poisoning)?;\n","")]),
+ ("engine/src/log/writer.rs","        settings\n            .vfs\n            .sync_dir(&settings.dir)\n            .map_err(GroupFailure::poisoning)?;\n","")]),
 ("13-trust-retried-fsync","SPEC 7.13: retrying a failed fsync and trusting it",[
- ("engine/src/log.rs","            })\n            .and_then(|()| file.sync_data());","            })\n            .and_then(|()| file.sync_data().or_else(|_| file.sync_data()));")]),
+ ("engine/src/log/writer.rs","            .and_then(|()| settings.failpoint(FAILPOINT_AFTER_WRITE))\n            .and_then(|()| file.sync_data());","            .and_then(|()| settings.failpoint(FAILPOINT_AFTER_WRITE))\n            .and_then(|()| file.sync_data().or_else(|_| file.sync_data()));")]),
 ]
 for name, desc, subs in P:
     scratch=tempfile.mkdtemp(prefix='durlog-pitfall-')
