@@ -9,7 +9,7 @@ use std::path::Path;
 
 use durlog_vfs::{SimVfs, Vfs};
 
-use crate::model::Model;
+use crate::model::{Model, ModelEvent};
 
 /// CRC-32C's table for the reflected polynomial 0x82F63B78.
 const CRC_TABLE: [u32; 256] = {
@@ -42,31 +42,67 @@ fn crc32c(parts: &[&[u8]]) -> u32 {
     !crc
 }
 
-/// The record bytes FORMAT.md gives for one append.
-pub fn record(
-    seq: u64,
-    stream: &str,
-    first_version: u64,
-    events: &[(&str, &[u8], i64)],
-) -> Vec<u8> {
-    let mut payload = Vec::new();
-    payload.extend_from_slice(&(stream.len() as u16).to_le_bytes());
-    payload.extend_from_slice(stream.as_bytes());
-    payload.extend_from_slice(&first_version.to_le_bytes());
-    payload.extend_from_slice(&(events.len() as u32).to_le_bytes());
-    for (event_type, data, at) in events {
-        payload.extend_from_slice(&(event_type.len() as u16).to_le_bytes());
-        payload.extend_from_slice(event_type.as_bytes());
-        payload.extend_from_slice(&at.to_le_bytes());
-        payload.extend_from_slice(&(data.len() as u32).to_le_bytes());
-        payload.extend_from_slice(data);
+/// Where an encoding goes: into bytes, or only into a count of them, so
+/// that a record's size and its bytes come from one encoder.
+trait Sink {
+    fn put(&mut self, bytes: &[u8]);
+}
+
+impl Sink for Vec<u8> {
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
     }
-    let mut out = Vec::with_capacity(16 + payload.len());
-    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    out.extend_from_slice(&crc32c(&[&seq.to_le_bytes(), &payload]).to_le_bytes());
-    out.extend_from_slice(&seq.to_le_bytes());
-    out.extend_from_slice(&payload);
+}
+
+/// Counts the bytes an encoding would write.
+struct Length(u64);
+
+impl Sink for Length {
+    fn put(&mut self, bytes: &[u8]) {
+        self.0 += bytes.len() as u64;
+    }
+}
+
+/// A record's header: payload length, CRC-32C over seq and payload, seq.
+fn header(sink: &mut impl Sink, payload_bytes: u32, crc: u32, seq: u64) {
+    sink.put(&payload_bytes.to_le_bytes());
+    sink.put(&crc.to_le_bytes());
+    sink.put(&seq.to_le_bytes());
+}
+
+/// A record's payload: the batch of one append's events.
+fn payload(sink: &mut impl Sink, stream: &str, first_version: u64, events: &[ModelEvent]) {
+    sink.put(&(stream.len() as u16).to_le_bytes());
+    sink.put(stream.as_bytes());
+    sink.put(&first_version.to_le_bytes());
+    sink.put(&(events.len() as u32).to_le_bytes());
+    for event in events {
+        sink.put(&(event.event_type.len() as u16).to_le_bytes());
+        sink.put(event.event_type.as_bytes());
+        sink.put(&event.at.to_le_bytes());
+        sink.put(&(event.data.len() as u32).to_le_bytes());
+        sink.put(&event.data);
+    }
+}
+
+/// The record bytes FORMAT.md gives for one append.
+pub fn record(seq: u64, stream: &str, first_version: u64, events: &[ModelEvent]) -> Vec<u8> {
+    let mut batch = Vec::new();
+    payload(&mut batch, stream, first_version, events);
+    let mut out = Vec::new();
+    let crc = crc32c(&[&seq.to_le_bytes(), &batch]);
+    header(&mut out, batch.len() as u32, crc, seq);
+    out.extend_from_slice(&batch);
     out
+}
+
+/// The size of the record [`record`] gives for one append, without
+/// encoding it (seq, version and times do not change a record's size).
+pub fn record_bytes(stream: &str, events: &[ModelEvent]) -> u64 {
+    let mut length = Length(0);
+    header(&mut length, 0, 0, 0);
+    payload(&mut length, stream, 0, events);
+    length.0
 }
 
 /// The one file besides segments FORMAT.md allows: the next segment,
@@ -84,50 +120,70 @@ pub fn check_layout(
     segment_bytes: u64,
     max_bytes: u64,
 ) -> Result<(), String> {
-    let expected: Vec<(u64, &[u8])> = model.encoded_records().collect();
-    let names: Vec<String> = vfs
+    let mut names: Vec<String> = vfs
         .list_dir(dir)
         .map_err(|error| format!("list {}: {error}", dir.display()))?
         .into_iter()
         .map(|entry| entry.name)
         .collect();
-    let mut next = 0;
     let mut disk_bytes = 0;
-    let mut names = names;
     if let Some(at) = names.iter().position(|name| name == NEXT_SEGMENT_NAME) {
         let name = names.remove(at);
-        let bytes = vfs
-            .file_contents(&dir.join(&name))
-            .ok_or_else(|| format!("{name} vanished"))?;
+        let bytes = contents(vfs, dir, &name)?;
         if bytes.iter().any(|&byte| byte != 0) {
             return Err(format!("the prepared next segment {name} holds data"));
         }
         check_zero_tail(&name, bytes.len() as u64, 0, segment_bytes)?;
         disk_bytes += bytes.len() as u64;
     }
+    let mut segments = Segments {
+        expected: model.encoded_records().collect(),
+        next: 0,
+        last_seq: model.last_seq(),
+        segment_bytes,
+    };
     for (position, name) in names.iter().enumerate() {
-        let bytes = vfs
-            .file_contents(&dir.join(name))
-            .ok_or_else(|| format!("{name} vanished"))?;
+        let bytes = contents(vfs, dir, name)?;
         disk_bytes += bytes.len() as u64;
-        let is_last = position + 1 == names.len();
-        let zeros_only = bytes.iter().all(|&byte| byte == 0);
-        if zeros_only {
-            if !is_last {
-                return Err(format!("sealed segment {name} holds no record"));
-            }
-            let seq = expected
-                .get(next)
-                .map_or(model.last_seq() + 1, |(seq, _)| *seq);
-            if *name != format!("{seq:020}.log") {
-                return Err(format!(
-                    "the empty last segment is {name}, the next seq is {seq}"
-                ));
-            }
-            check_zero_tail(name, bytes.len() as u64, 0, segment_bytes)?;
-            continue;
+        segments.check(name, &bytes, position + 1 == names.len())?;
+    }
+    if max_bytes > 0 && disk_bytes > max_bytes {
+        return Err(format!(
+            "the segments take {disk_bytes} bytes on disk, past the quota {max_bytes}"
+        ));
+    }
+    if segments.next != segments.expected.len() {
+        return Err(format!(
+            "{} acknowledged records are missing from the segments",
+            segments.expected.len() - segments.next
+        ));
+    }
+    Ok(())
+}
+
+fn contents(vfs: &SimVfs, dir: &Path, name: &str) -> Result<Vec<u8>, String> {
+    vfs.file_contents(&dir.join(name))
+        .ok_or_else(|| format!("{name} vanished"))
+}
+
+/// The acknowledged records, matched against the segments in name order.
+struct Segments<'m> {
+    /// Seq and bytes of every acknowledged record, in seq order.
+    expected: Vec<(u64, &'m [u8])>,
+    /// The first record no segment has matched yet.
+    next: usize,
+    last_seq: u64,
+    segment_bytes: u64,
+}
+
+impl Segments<'_> {
+    /// The segment `name` holds the next records, exactly, and nothing
+    /// else but (in the last segment) a zero tail.
+    fn check(&mut self, name: &str, bytes: &[u8], is_last: bool) -> Result<(), String> {
+        if bytes.iter().all(|&byte| byte == 0) {
+            return self.check_empty(name, bytes, is_last);
         }
-        let Some((first_seq, _)) = expected.get(next) else {
+        let Some((first_seq, _)) = self.expected.get(self.next) else {
             return Err(format!(
                 "{name} holds bytes past the last acknowledged record"
             ));
@@ -139,41 +195,50 @@ pub fn check_layout(
         let mut records = 0;
         while offset < bytes.len() {
             if is_last && bytes[offset..].iter().all(|&byte| byte == 0) {
-                check_zero_tail(name, bytes.len() as u64, offset as u64, segment_bytes)?;
+                let (len, end) = (bytes.len() as u64, offset as u64);
+                check_zero_tail(name, len, end, self.segment_bytes)?;
                 break;
             }
-            let Some((seq, want)) = expected.get(next) else {
+            let Some((seq, want)) = self.expected.get(self.next) else {
                 return Err(format!(
                     "{name} at offset {offset}: bytes past the last acknowledged record"
                 ));
             };
-            if bytes.get(offset..offset + want.len()) != Some(want) {
+            if bytes.get(offset..offset + want.len()) != Some(*want) {
                 return Err(format!(
                     "{name} at offset {offset}: seq {seq} is not encoded as FORMAT.md says"
                 ));
             }
             offset += want.len();
-            next += 1;
+            self.next += 1;
             records += 1;
         }
-        if offset as u64 > segment_bytes && records > 1 {
+        if offset as u64 > self.segment_bytes && records > 1 {
             return Err(format!(
-                "{name} holds {offset} bytes in {records} records, over the segment limit {segment_bytes}"
+                "{name} holds {offset} bytes in {records} records, over the segment limit {}",
+                self.segment_bytes
             ));
         }
+        Ok(())
     }
-    if max_bytes > 0 && disk_bytes > max_bytes {
-        return Err(format!(
-            "the segments take {disk_bytes} bytes on disk, past the quota {max_bytes}"
-        ));
+
+    /// A segment of zeros only: the last one, freshly rolled, named by the
+    /// seq its first record will have.
+    fn check_empty(&self, name: &str, bytes: &[u8], is_last: bool) -> Result<(), String> {
+        if !is_last {
+            return Err(format!("sealed segment {name} holds no record"));
+        }
+        let seq = self
+            .expected
+            .get(self.next)
+            .map_or(self.last_seq + 1, |(seq, _)| *seq);
+        if *name != format!("{seq:020}.log") {
+            return Err(format!(
+                "the empty last segment is {name}, the next seq is {seq}"
+            ));
+        }
+        check_zero_tail(name, bytes.len() as u64, 0, self.segment_bytes)
     }
-    if next != expected.len() {
-        return Err(format!(
-            "{} acknowledged records are missing from the segments",
-            expected.len() - next
-        ));
-    }
-    Ok(())
 }
 
 /// A preallocated zero tail never takes a segment past its limit (a
@@ -194,11 +259,22 @@ fn check_zero_tail(
 
 #[cfg(test)]
 mod tests {
+    use crate::model::ModelEvent;
+
+    fn event(event_type: &str, data: &[u8]) -> ModelEvent {
+        ModelEvent {
+            event_type: event_type.to_owned(),
+            data: data.to_vec(),
+            at: 0,
+        }
+    }
+
     /// The worked example of FORMAT.md, computed independently of the engine.
     #[test]
     fn golden_example() {
-        let bytes = super::record(1, "s", 1, &[("T", b"hi", 0)]);
+        let bytes = super::record(1, "s", 1, &[event("T", b"hi")]);
         assert_eq!(bytes.len(), 48);
+        assert_eq!(super::record_bytes("s", &[event("T", b"hi")]), 48);
         assert_eq!(
             &bytes[..16],
             &[
@@ -207,10 +283,9 @@ mod tests {
         );
         assert_eq!(super::crc32c(&[b"123456789"]), 0xE306_9283);
         for data in ["one", "two", "three"] {
-            assert_eq!(
-                super::record(1, "s", 1, &[("t", data.as_bytes(), 0)]).len(),
-                46 + data.len()
-            );
+            let events = [event("t", data.as_bytes())];
+            assert_eq!(super::record(1, "s", 1, &events).len(), 46 + data.len());
+            assert_eq!(super::record_bytes("s", &events), 46 + data.len() as u64);
         }
     }
 }

@@ -21,19 +21,18 @@
 mod golden;
 mod model;
 pub mod plan;
+mod report;
 pub mod run;
 pub mod shrink;
 
-use std::collections::BTreeMap;
-use std::fmt::{self, Write as _};
+use std::fmt::Write as _;
 use std::ops::Range;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use durlog_vfs::FaultKind;
-
 pub use plan::{Plan, RunOptions, mix};
-pub use run::{Counters, CrashPoint, Recovery, SeedResult, Violation, run_plan};
+pub use report::{Counters, CrashPoint, Recovery, SeedResult, Summary, Violation};
+pub use run::run_plan;
 pub use shrink::{Shrunk, keep_ranges, parse_keep, shrink};
 
 /// Runs one seed. A panic in the engine is a violation like any other.
@@ -65,39 +64,6 @@ pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 /// `count`-th, starting at the `index`-th.
 pub fn shard_seeds(range: Range<u64>, index: u64, count: u64) -> impl Iterator<Item = u64> {
     range.skip(index as usize).step_by(count.max(1) as usize)
-}
-
-/// What a campaign found, aggregated in seed order.
-#[derive(Clone, Debug, Default)]
-pub struct Summary {
-    pub seeds: u64,
-    pub counters: Counters,
-    pub faults: BTreeMap<FaultKind, u64>,
-    pub recoveries: BTreeMap<Recovery, u64>,
-    pub coverage: BTreeMap<(Option<FaultKind>, CrashPoint), u64>,
-    /// The trace digests of all seeds, folded in seed order.
-    pub digest: u64,
-    /// Failing seeds, in seed order.
-    pub violations: Vec<(u64, Violation)>,
-    /// Seeds in which `--canary` planted its failure.
-    pub canaries: u64,
-}
-
-impl Summary {
-    fn add(&mut self, result: &SeedResult) {
-        self.seeds += 1;
-        self.canaries += u64::from(result.canary_planted);
-        self.counters.add(&result.counters);
-        for (kind, count) in &result.faults {
-            *self.faults.entry(*kind).or_default() += count;
-        }
-        for (outcome, count) in &result.recoveries {
-            *self.recoveries.entry(*outcome).or_default() += count;
-        }
-        for (key, count) in &result.coverage {
-            *self.coverage.entry(*key).or_default() += count;
-        }
-    }
 }
 
 /// Live counts for a progress display.
@@ -178,74 +144,4 @@ pub fn repro_command(seed: u64, options: &RunOptions, keep: Option<&str>) -> Str
         let _ = write!(command, " --keep {keep}");
     }
     command
-}
-
-impl fmt::Display for Summary {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let c = &self.counters;
-        writeln!(f, "seeds       {}", self.seeds)?;
-        writeln!(f, "cycles      {} (workload steps)", c.cycles)?;
-        writeln!(
-            f,
-            "appends     {} submitted, {} acknowledged, {} version conflicts, {} over quota, {} failed on I/O",
-            c.appends_submitted, c.appends_acked, c.conflicts, c.quota_refusals, c.io_failures
-        )?;
-        writeln!(
-            f,
-            "reads       {} ({} failed on injected faults, never with wrong data)",
-            c.reads, c.read_errors
-        )?;
-        writeln!(
-            f,
-            "crashes     {} power losses, {} reopens",
-            c.crashes, c.reopens
-        )?;
-        writeln!(f, "log size    up to {} bytes per seed", c.log_bytes_max)?;
-        writeln!(
-            f,
-            "segments    {} next segments prepared ahead of their roll",
-            c.segments_prepared
-        )?;
-        writeln!(
-            f,
-            "acked records lost inside the documented ambiguity window: {}",
-            c.acked_lost_to_window
-        )?;
-        writeln!(f, "faults injected:")?;
-        for kind in FaultKind::ALL {
-            writeln!(
-                f,
-                "  {:<22} {}",
-                kind.name(),
-                self.faults.get(kind).copied().unwrap_or(0)
-            )?;
-        }
-        writeln!(f, "recoveries:")?;
-        for (outcome, count) in &self.recoveries {
-            writeln!(f, "  {:<30} {count}", outcome.name())?;
-        }
-        writeln!(f, "coverage (power losses by fault enabled x crash point):")?;
-        write!(f, "  {:<22}", "")?;
-        for point in CrashPoint::ALL {
-            write!(f, " {:>10}", point.name())?;
-        }
-        writeln!(f)?;
-        let rows = std::iter::once(None).chain(FaultKind::ALL.iter().copied().map(Some));
-        for kind in rows {
-            write!(f, "  {:<22}", kind.map_or("(no fault)", FaultKind::name))?;
-            for point in CrashPoint::ALL {
-                write!(
-                    f,
-                    " {:>10}",
-                    self.coverage.get(&(kind, point)).copied().unwrap_or(0)
-                )?;
-            }
-            writeln!(f)?;
-        }
-        if self.canaries > 0 {
-            writeln!(f, "canaries    {} planted", self.canaries)?;
-        }
-        writeln!(f, "violations  {}", self.violations.len())?;
-        write!(f, "digest      {:016x}", self.digest)
-    }
 }

@@ -17,16 +17,17 @@ struct Acked {
     seq: u64,
     stream: String,
     events: usize,
-    record_bytes: u64,
-    /// The record as FORMAT.md encodes it, by the oracle's own encoder.
+    /// The record as FORMAT.md encodes it, by the oracle's own encoder
+    /// (its length is the record's size).
     encoded: Vec<u8>,
 }
 
 #[derive(Clone, Debug, Default)]
 pub struct Model {
     streams: BTreeMap<String, Vec<ModelEvent>>,
+    /// In seq order; seqs are dense, so the last one is the log's last seq.
     appends: Vec<Acked>,
-    last_seq: u64,
+    /// The sum of the records' sizes, kept rather than summed at every step.
     size: u64,
 }
 
@@ -38,7 +39,7 @@ impl Model {
     }
 
     pub fn last_seq(&self) -> u64 {
-        self.last_seq
+        self.appends.last().map_or(0, |acked| acked.seq)
     }
 
     pub fn size(&self) -> u64 {
@@ -55,20 +56,14 @@ impl Model {
 
     /// Records an acknowledged append: the next seq, the stream's next
     /// versions.
-    pub fn acknowledge(&mut self, stream: &str, events: Vec<ModelEvent>, record_bytes: u64) {
-        self.last_seq += 1;
-        self.size += record_bytes;
-        let fields: Vec<(&str, &[u8], i64)> = events
-            .iter()
-            .map(|event| (event.event_type.as_str(), &event.data[..], event.at))
-            .collect();
-        let encoded =
-            crate::golden::record(self.last_seq, stream, self.version(stream) + 1, &fields);
+    pub fn acknowledge(&mut self, stream: &str, events: Vec<ModelEvent>) {
+        let seq = self.last_seq() + 1;
+        let encoded = crate::golden::record(seq, stream, self.version(stream) + 1, &events);
+        self.size += encoded.len() as u64;
         self.appends.push(Acked {
-            seq: self.last_seq,
+            seq,
             stream: stream.to_owned(),
             events: events.len(),
-            record_bytes,
             encoded,
         });
         self.streams
@@ -91,8 +86,7 @@ impl Model {
             if events.is_empty() {
                 self.streams.remove(&acked.stream);
             }
-            self.size -= acked.record_bytes;
-            self.last_seq -= 1;
+            self.size -= acked.encoded.len() as u64;
         }
     }
 

@@ -175,61 +175,15 @@ impl Plan {
         } else {
             0
         };
-        let mut tuning = if rng.random_bool(0.3) {
-            durlog::Tuning {
-                preallocate_after_bytes: u64::MAX,
-                ..durlog::Tuning::default()
-            }
-        } else {
-            durlog::Tuning {
-                preallocate_after_bytes: [0, 100, 1000][weighted(&mut rng, &[2, 1, 1])],
-                preallocate_chunk_bytes: rng.random_range(1..=8192),
-                preallocate_group_bytes_max: [u64::MAX, 512][weighted(&mut rng, &[3, 1])],
-                // Nothing runs while a simulated leader yields: one yield
-                // exercises the path without slowing the run.
-                gather_yields: rng.random_range(0..=1),
-                ..durlog::Tuning::default()
-            }
-        };
-        // Drawn from the seed, not the plan's RNG, so that the plans of
-        // earlier seeds (and the seeds that find each pitfall) stay as
-        // they were before segments were prepared.
-        let next_draw = mix(seed ^ 2);
-        tuning.next_segment = if next_draw % 10 < 3 {
-            durlog::NextSegment::CreateAtRoll
-        } else {
-            durlog::NextSegment::OnCall
-        };
-        let prepare_every = [1, 2, 5][((next_draw >> 8) % 3) as usize];
+        let (tuning, prepare_every) = draw_tuning(&mut rng, seed);
         let streams = rng.random_range(1..=8);
         let clients = if rng.random_bool(0.4) {
             1
         } else {
             rng.random_range(2..=6)
         };
-        let skewed = rng.random_bool(0.7);
-        let popularity: Vec<u32> = (0..streams)
-            .map(|i| if skewed { 120 / (i + 1) } else { 10 })
-            .collect();
-        // Swarm the workload mix too: some seeds crash often, some rarely.
-        let crash_rate = [2u32, 5, 15][weighted(&mut rng, &[4, 4, 2])];
-        let mid_op_crash = [0.02, 0.1, 0.3][weighted(&mut rng, &[3, 4, 3])];
-        let big_events = rng.random_bool(0.2);
-        let steps = options
-            .steps
-            .unwrap_or_else(|| rng.random_range(STEPS_MAX / 2..=STEPS_MAX));
-        let mut draw = ActionDraw {
-            rng: &mut rng,
-            clients,
-            popularity,
-            segment_bytes,
-            big_events,
-            mid_op_crash,
-            flip_at_rest: drawn.weight(FaultKind::BitFlipAtRest),
-        };
-        let actions = (0..steps)
-            .map(|_| draw.action(&[45, 35, 12, crash_rate, 3]))
-            .collect();
+        let (steps, actions) =
+            draw_actions(&mut rng, options, &drawn, streams, clients, segment_bytes);
         let canary_step = (options.canary && mix(seed).is_multiple_of(100))
             .then(|| (mix(seed ^ 1) % u64::from(steps.max(1))) as usize);
         Plan {
@@ -246,6 +200,72 @@ impl Plan {
             canary_step,
         }
     }
+}
+
+/// The engine's tuning, and `Plan::prepare_every`.
+fn draw_tuning(rng: &mut ChaCha8Rng, seed: u64) -> (durlog::Tuning, u32) {
+    let mut tuning = if rng.random_bool(0.3) {
+        durlog::Tuning {
+            preallocate_after_bytes: u64::MAX,
+            ..durlog::Tuning::default()
+        }
+    } else {
+        durlog::Tuning {
+            preallocate_after_bytes: [0, 100, 1000][weighted(rng, &[2, 1, 1])],
+            preallocate_chunk_bytes: rng.random_range(1..=8192),
+            preallocate_group_bytes_max: [u64::MAX, 512][weighted(rng, &[3, 1])],
+            // Nothing runs while a simulated leader yields: one yield
+            // exercises the path without slowing the run.
+            gather_yields: rng.random_range(0..=1),
+            ..durlog::Tuning::default()
+        }
+    };
+    // Drawn from the seed, not the plan's RNG, so that the plans of
+    // earlier seeds (and the seeds that find each pitfall) stay as
+    // they were before segments were prepared.
+    let next_draw = mix(seed ^ 2);
+    tuning.next_segment = if next_draw % 10 < 3 {
+        durlog::NextSegment::CreateAtRoll
+    } else {
+        durlog::NextSegment::OnCall
+    };
+    let prepare_every = [1, 2, 5][((next_draw >> 8) % 3) as usize];
+    (tuning, prepare_every)
+}
+
+/// The workload's mix and the actions drawn from it: how many, and which.
+fn draw_actions(
+    rng: &mut ChaCha8Rng,
+    options: &RunOptions,
+    drawn: &FaultConfig,
+    streams: u32,
+    clients: u32,
+    segment_bytes: u64,
+) -> (u32, Vec<Action>) {
+    let skewed = rng.random_bool(0.7);
+    let popularity: Vec<u32> = (0..streams)
+        .map(|i| if skewed { 120 / (i + 1) } else { 10 })
+        .collect();
+    // Swarm the workload mix too: some seeds crash often, some rarely.
+    let crash_rate = [2u32, 5, 15][weighted(rng, &[4, 4, 2])];
+    let mid_op_crash = [0.02, 0.1, 0.3][weighted(rng, &[3, 4, 3])];
+    let big_events = rng.random_bool(0.2);
+    let steps = options
+        .steps
+        .unwrap_or_else(|| rng.random_range(STEPS_MAX / 2..=STEPS_MAX));
+    let mut draw = ActionDraw {
+        rng,
+        clients,
+        popularity,
+        segment_bytes,
+        big_events,
+        mid_op_crash,
+        flip_at_rest: drawn.weight(FaultKind::BitFlipAtRest),
+    };
+    let actions = (0..steps)
+        .map(|_| draw.action(&[45, 35, 12, crash_rate, 3]))
+        .collect();
+    (steps, actions)
 }
 
 struct ActionDraw<'a> {

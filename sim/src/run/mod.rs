@@ -1,18 +1,31 @@
-//! Running one plan: the engine on a `SimVfs`, driven step by step through
-//! the same state machine threads use (`Log::submit`, then
-//! `Log::commit_next_group`), with power losses at chosen disk operations,
-//! and the oracle checking every outcome against the model.
+//! The runner: executes one plan on a `SimVfs`, step by step, and hands
+//! every outcome to the oracle (`oracle.rs`).
+//!
+//! The engine is driven through the same state machine threads use
+//! (`Log::submit`, then `Log::commit_next_group`), with power losses
+//! between operations, during the n-th disk operation of a commit or of
+//! recovery, and at the failpoint between write and sync; then the log is
+//! reopened. The runner decides nothing about right and wrong: it turns
+//! the plan's actions into calls, tells the oracle what each returned and
+//! what the disk reports, and counts what the oracle accepted
+//! (`crate::report`). The first violation ends the run.
+
+mod oracle;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
-use durlog::recovery::{self, Tail};
+use durlog::recovery::Tail;
 use durlog::{Error, Event, Expected, Log, NextSegment, Options, Ticket, Tuning};
-use durlog_vfs::{Damage, FaultKind, SimVfs, Vfs};
+use durlog_vfs::{FaultKind, SimVfs};
 
-use crate::model::{Model, ModelEvent};
-use crate::plan::{Action, CrashSpec, ExpectedSpec, Plan, QuotaChange};
+use crate::model::ModelEvent;
+use crate::plan::{Action, CrashSpec, EventSpec, ExpectedSpec, Plan, QuotaChange};
+use oracle::{Check, CommitFacts, DiskView, Limits, Oracle, Submitted};
+
+pub use crate::report::{Counters, CrashPoint, Recovery, SeedResult, Violation};
 
 /// Adds a line to a run's readable trace. The line is formatted only when
 /// a trace is kept: formatting would otherwise be much of a run's cost.
@@ -35,142 +48,8 @@ pub const LOG_DIR: &str = "/sim/log";
 const CLOCK_BASE_NS: i64 = 1_700_000_000_123_456_789;
 const CLOCK_STEP_NS: i64 = 1_000_003;
 
-/// Logs up to this size have their bytes checked at every reopen (larger
-/// ones at the end of the run, and by `recovery::verify` at every reopen).
-const LAYOUT_CHECK_BYTES_MAX: u64 = 64 << 10;
-
-/// Logs up to this size have their bytes checked after every commit too.
-const COMMIT_LAYOUT_CHECK_BYTES_MAX: u64 = 8 << 10;
-
 /// How many times a reopen is retried when injected faults make it fail.
 const OPEN_ATTEMPTS_MAX: usize = 50;
-
-/// Where a power loss struck.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum CrashPoint {
-    /// Between operations.
-    Idle,
-    /// During a disk operation of a group commit (roll, write, sync, cut-back).
-    Commit,
-    /// At the failpoint between an append's write and its sync.
-    Failpoint,
-    /// During a disk operation of `Log::open` (recovery).
-    Recovery,
-}
-
-impl CrashPoint {
-    pub const ALL: [CrashPoint; 4] = [
-        CrashPoint::Idle,
-        CrashPoint::Commit,
-        CrashPoint::Failpoint,
-        CrashPoint::Recovery,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            CrashPoint::Idle => "idle",
-            CrashPoint::Commit => "commit",
-            CrashPoint::Failpoint => "failpoint",
-            CrashPoint::Recovery => "recovery",
-        }
-    }
-}
-
-/// What a reopen found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Recovery {
-    Clean,
-    TornTailTruncated,
-    ZeroTailTruncated,
-    CorruptionRefused,
-    CrashedDuringRecovery,
-    /// Open failed on an injected I/O fault and was retried.
-    RetriedAfterIoFault,
-    /// Open kept failing on injected faults; the seed stopped there.
-    GaveUp,
-}
-
-impl Recovery {
-    pub fn name(self) -> &'static str {
-        match self {
-            Recovery::Clean => "clean",
-            Recovery::TornTailTruncated => "torn tail truncated",
-            Recovery::ZeroTailTruncated => "zero tail truncated",
-            Recovery::CorruptionRefused => "corruption refused",
-            Recovery::CrashedDuringRecovery => "crashed during recovery",
-            Recovery::RetriedAfterIoFault => "retried after I/O fault",
-            Recovery::GaveUp => "gave up (disk keeps failing)",
-        }
-    }
-}
-
-/// Counts of what a run did.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Counters {
-    /// Actions executed (one workload step each).
-    pub cycles: u64,
-    pub appends_submitted: u64,
-    pub appends_acked: u64,
-    pub conflicts: u64,
-    pub quota_refusals: u64,
-    pub io_failures: u64,
-    pub crashes: u64,
-    pub reopens: u64,
-    pub reads: u64,
-    /// Reads that failed on injected read faults or damage (never wrong data).
-    pub read_errors: u64,
-    /// Acknowledged records lost to damage inside the documented ambiguity
-    /// window (the last record for a bit flip, see `durlog::GROUP_BYTES_MAX`).
-    pub acked_lost_to_window: u64,
-    /// Largest size the log reached, in bytes.
-    pub log_bytes_max: u64,
-    /// Next segments prepared ahead of their roll.
-    pub segments_prepared: u64,
-}
-
-impl Counters {
-    pub fn add(&mut self, other: &Counters) {
-        self.cycles += other.cycles;
-        self.appends_submitted += other.appends_submitted;
-        self.appends_acked += other.appends_acked;
-        self.conflicts += other.conflicts;
-        self.quota_refusals += other.quota_refusals;
-        self.io_failures += other.io_failures;
-        self.crashes += other.crashes;
-        self.reopens += other.reopens;
-        self.reads += other.reads;
-        self.read_errors += other.read_errors;
-        self.acked_lost_to_window += other.acked_lost_to_window;
-        self.log_bytes_max = self.log_bytes_max.max(other.log_bytes_max);
-        self.segments_prepared += other.segments_prepared;
-    }
-}
-
-/// The oracle's verdict on a run.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Violation {
-    /// Index of the action during which it was found (the final checks
-    /// count as one past the last action).
-    pub step: usize,
-    pub message: String,
-}
-
-/// Everything one run reports.
-#[derive(Clone, Debug, Default)]
-pub struct SeedResult {
-    pub seed: u64,
-    pub counters: Counters,
-    pub faults: BTreeMap<FaultKind, u64>,
-    pub recoveries: BTreeMap<Recovery, u64>,
-    /// Power losses by (a fault enabled in the run, or none) x crash point.
-    pub coverage: BTreeMap<(Option<FaultKind>, CrashPoint), u64>,
-    pub digest: u64,
-    pub violation: Option<Violation>,
-    /// A person-readable trace, when asked for.
-    pub trace: Vec<String>,
-    /// The canary planted its failure in this run.
-    pub canary_planted: bool,
-}
 
 /// Runs the actions of `plan` that `keep` selects (all if `None`), with a
 /// readable trace if `trace`.
@@ -187,8 +66,11 @@ pub fn run_plan(plan: &Plan, keep: Option<&[bool]>, trace: bool) -> SeedResult {
             violation.message
         );
     }
+    let excused = world.oracle.excused();
     let mut result = world.result;
     result.seed = plan.seed;
+    result.counters.read_errors = excused.read_errors;
+    result.counters.acked_lost_to_window = excused.acked_lost_to_window;
     result.faults = world.vfs.fault_counts();
     result.digest = world.vfs.trace_digest();
     result.violation = outcome.err();
@@ -196,27 +78,22 @@ pub fn run_plan(plan: &Plan, keep: Option<&[bool]>, trace: bool) -> SeedResult {
     result
 }
 
-/// An append submitted and not yet finished.
-#[derive(Clone, Debug)]
-struct Submitted {
-    client: u32,
-    stream: String,
-    expected: Expected,
-    events: Vec<ModelEvent>,
-    record_bytes: u64,
-}
+/// The fault kinds that make a disk operation fail with an error (rather
+/// than lose or damage data silently).
+const INJECTED_IO_KINDS: [FaultKind; 4] = [
+    FaultKind::FailedFsync,
+    FaultKind::ShortWrite,
+    FaultKind::NoSpace,
+    FaultKind::BitFlipOnRead,
+];
 
 struct World<'a> {
     plan: &'a Plan,
     vfs: SimVfs,
     log: Option<Log>,
-    model: Model,
+    oracle: Oracle,
     pending: BTreeMap<Ticket, Submitted>,
     busy: BTreeSet<u32>,
-    /// Appends whose group failed in a way that may have left them on disk
-    /// (power loss, or a cut-back that failed): after the next reopen each
-    /// is whole or absent, and the survivors come first.
-    in_doubt: Vec<Submitted>,
     clock: Arc<AtomicI64>,
     failpoint_armed: Arc<AtomicBool>,
     max_bytes: u64,
@@ -227,21 +104,10 @@ struct World<'a> {
     /// The last reopen of the run is under way.
     final_reopen: bool,
     /// The log's directory, and how many times the run started over.
-    dir: std::path::PathBuf,
+    dir: PathBuf,
     generation: u32,
     result: SeedResult,
     trace: Option<Vec<String>>,
-}
-
-type Check = Result<(), String>;
-
-fn injected_io_kinds() -> [FaultKind; 4] {
-    [
-        FaultKind::FailedFsync,
-        FaultKind::ShortWrite,
-        FaultKind::NoSpace,
-        FaultKind::BitFlipOnRead,
-    ]
 }
 
 impl<'a> World<'a> {
@@ -250,17 +116,16 @@ impl<'a> World<'a> {
             plan,
             vfs,
             log: None,
-            model: Model::default(),
+            oracle: Oracle::default(),
             pending: BTreeMap::new(),
             busy: BTreeSet::new(),
-            in_doubt: Vec::new(),
             clock: Arc::new(AtomicI64::new(0)),
             failpoint_armed: Arc::new(AtomicBool::new(false)),
             max_bytes: plan.max_bytes,
             commits: 0,
             ended: false,
             final_reopen: false,
-            dir: std::path::PathBuf::from(LOG_DIR),
+            dir: PathBuf::from(LOG_DIR),
             generation: 0,
             result: SeedResult::default(),
             trace: trace.then(Vec::new),
@@ -304,24 +169,17 @@ impl<'a> World<'a> {
             if keep.is_some_and(|keep| !keep.get(step).copied().unwrap_or(false)) {
                 continue;
             }
-            // The canary waits for something acknowledged to disagree with.
-            if self.plan.canary_step.is_some_and(|canary| step >= canary)
-                && !self.result.canary_planted
-                && self.model.plant_canary()
-            {
-                self.result.canary_planted = true;
-                note!(self, "   canary: the model now disagrees with the log");
-                // Checked at once: the run might otherwise end (a refused
-                // corruption) before anything reads the planted event.
-                self.full_check().map_err(at(step))?;
-            }
+            self.maybe_plant_canary(step).map_err(at(step))?;
             self.result.counters.cycles += 1;
             note!(self, "{step:4}: {action}");
             let outcome = self.act(action);
             self.note_disk_ops();
             outcome.map_err(at(step))?;
-            self.result.counters.log_bytes_max =
-                self.result.counters.log_bytes_max.max(self.model.size());
+            self.result.counters.log_bytes_max = self
+                .result
+                .counters
+                .log_bytes_max
+                .max(self.oracle.model().size());
         }
         if self.ended {
             return Ok(());
@@ -334,6 +192,21 @@ impl<'a> World<'a> {
         self.power_loss(CrashPoint::Idle, CrashSpec::None, false)
             .map_err(at(end))?;
         self.note_disk_ops();
+        Ok(())
+    }
+
+    /// The canary waits for something acknowledged to disagree with.
+    fn maybe_plant_canary(&mut self, step: usize) -> Check {
+        if self.plan.canary_step.is_some_and(|canary| step >= canary)
+            && !self.result.canary_planted
+            && self.oracle.plant_canary()
+        {
+            self.result.canary_planted = true;
+            note!(self, "   canary: the model now disagrees with the log");
+            // Checked at once: the run might otherwise end (a refused
+            // corruption) before anything reads the planted event.
+            return self.full_check();
+        }
         Ok(())
     }
 
@@ -370,32 +243,25 @@ impl<'a> World<'a> {
         self.log.as_ref().expect("the log is open between actions")
     }
 
+    fn limits(&self) -> Limits {
+        Limits {
+            segment_bytes: self.plan.segment_bytes,
+            max_bytes: self.max_bytes,
+        }
+    }
+
     fn submit(
         &mut self,
         client: u32,
         stream: &str,
         spec: ExpectedSpec,
-        specs: &[crate::plan::EventSpec],
+        specs: &[EventSpec],
     ) -> Check {
         if self.busy.contains(&client) {
             note!(self, "      client busy: skipped");
             return Ok(());
         }
-        let current = self.model.version(stream);
-        let expected = match spec {
-            ExpectedSpec::Right => Expected::Exact(current),
-            ExpectedSpec::Wrong(delta) => {
-                let distance = u64::from(delta.unsigned_abs());
-                Expected::Exact(if delta < 0 && current >= distance {
-                    current - distance
-                } else {
-                    current + distance
-                })
-            }
-            ExpectedSpec::Any => Expected::Any,
-            ExpectedSpec::NoStream => Expected::NoStream,
-            ExpectedSpec::StreamExists => Expected::StreamExists,
-        };
+        let expected = expected_version(spec, self.oracle.model().version(stream));
         let events: Vec<Event> = specs
             .iter()
             .map(|spec| Event::new(spec.type_name(), spec.data()))
@@ -404,7 +270,6 @@ impl<'a> World<'a> {
         match self.log().submit(stream, expected, &events) {
             Ok(ticket) => {
                 let at = CLOCK_BASE_NS + CLOCK_STEP_NS * self.clock.load(Ordering::SeqCst);
-                let record_bytes = record_bytes(stream, &events);
                 let events = events
                     .into_iter()
                     .map(|event| ModelEvent {
@@ -414,16 +279,14 @@ impl<'a> World<'a> {
                     })
                     .collect();
                 note!(self, "      queued as {ticket:?}, expected {expected:?}");
-                self.pending.insert(
-                    ticket,
-                    Submitted {
-                        client,
-                        stream: stream.to_owned(),
-                        expected,
-                        events,
-                        record_bytes,
-                    },
-                );
+                let stream = stream.to_owned();
+                let submitted = Submitted {
+                    client,
+                    stream,
+                    expected,
+                    events,
+                };
+                self.pending.insert(ticket, submitted);
                 self.busy.insert(client);
                 Ok(())
             }
@@ -436,7 +299,7 @@ impl<'a> World<'a> {
 
     fn op_faults_injected(&self) -> u64 {
         let counts = self.vfs.fault_counts();
-        injected_io_kinds()
+        INJECTED_IO_KINDS
             .iter()
             .map(|kind| counts.get(kind).copied().unwrap_or(0))
             .sum()
@@ -452,16 +315,7 @@ impl<'a> World<'a> {
         if self.plan.tuning.next_segment == NextSegment::OnCall
             && self.commits.is_multiple_of(self.plan.prepare_every)
         {
-            // A failure leaves the roll to create its file; the checks
-            // after the commit see whatever it left.
-            match self.log().prepare_next_segment() {
-                Ok(true) => {
-                    self.result.counters.segments_prepared += 1;
-                    note!(self, "      prepared the next segment");
-                }
-                Ok(false) => {}
-                Err(error) => note!(self, "      preparing the next segment failed: {error}"),
-            }
+            self.prepare_next_segment();
         }
         self.commits += 1;
         let finished = self.log().commit_next_group();
@@ -478,31 +332,40 @@ impl<'a> World<'a> {
             };
             return self.power_loss(point, CrashSpec::None, false);
         }
-        // Preallocation stays inside the segment limit and the quota, and
-        // the bytes stay as FORMAT.md says, between reopens too.
-        if self.model.size() <= COMMIT_LAYOUT_CHECK_BYTES_MAX
-            && self.in_doubt.is_empty()
-            && !self.log().is_poisoned()
-            && self.damage().is_empty()
-        {
-            crate::golden::check_layout(
-                &self.vfs,
-                self.dir.as_path(),
-                &self.model,
-                self.plan.segment_bytes,
-                self.max_bytes,
-            )?;
-        }
-        if self.log().is_poisoned() {
+        let poisoned = self.log().is_poisoned();
+        self.oracle.check_committed(
+            poisoned,
+            &DiskView::new(&self.vfs, &self.dir, &self.plan.faults),
+            self.limits(),
+        )?;
+        if poisoned {
             note!(self, "      the log is poisoned: restart the process");
             return self.restart(CrashSpec::None);
         }
         Ok(())
     }
 
-    /// Checks every finished append, in submission order, against the model
-    /// as if they had run one at a time.
+    /// A failure leaves the roll to create its file; the checks after the
+    /// commit see whatever it left.
+    fn prepare_next_segment(&mut self) {
+        match self.log().prepare_next_segment() {
+            Ok(true) => {
+                self.result.counters.segments_prepared += 1;
+                note!(self, "      prepared the next segment");
+            }
+            Ok(false) => {}
+            Err(error) => note!(self, "      preparing the next segment failed: {error}"),
+        }
+    }
+
+    /// Hands every finished append to the oracle, in submission order.
     fn collect_outcomes(&mut self, faulted: bool) -> Check {
+        let commit = CommitFacts {
+            max_bytes: self.max_bytes,
+            faulted,
+            halted: self.vfs.is_halted(),
+            poisoned: self.log().is_poisoned(),
+        };
         let tickets: Vec<Ticket> = self.pending.keys().copied().collect();
         for ticket in tickets {
             let Some(outcome) = self.log().take_outcome(ticket) else {
@@ -511,81 +374,8 @@ impl<'a> World<'a> {
             let submitted = self.pending.remove(&ticket).expect("pending ticket");
             self.busy.remove(&submitted.client);
             note!(self, "      {ticket:?} -> {}", describe(&outcome));
-            self.check_outcome(submitted, outcome, faulted)?;
-        }
-        Ok(())
-    }
-
-    fn check_outcome(
-        &mut self,
-        sub: Submitted,
-        outcome: Result<u64, Error>,
-        faulted: bool,
-    ) -> Check {
-        let stream = &sub.stream;
-        let current = self.model.version(stream);
-        let size = self.model.size();
-        let matches = expected_matches(sub.expected, current);
-        match outcome {
-            Ok(version) => {
-                if !matches {
-                    return Err(format!(
-                        "acknowledged an append to {stream} expecting {:?} while it was at version {current}",
-                        sub.expected
-                    ));
-                }
-                let count = sub.events.len() as u64;
-                if version != current + count {
-                    return Err(format!(
-                        "append to {stream} at version {current} with {count} events returned version {version}"
-                    ));
-                }
-                if self.max_bytes > 0 && size + sub.record_bytes > self.max_bytes {
-                    return Err(format!(
-                        "acknowledged {} bytes past the quota {} (log at {size})",
-                        sub.record_bytes, self.max_bytes
-                    ));
-                }
-                self.model.acknowledge(stream, sub.events, sub.record_bytes);
-                self.result.counters.appends_acked += 1;
-            }
-            Err(Error::VersionConflict { actual, .. }) => {
-                if matches || actual != current {
-                    return Err(format!(
-                        "version conflict on {stream} (actual {actual}) expecting {:?} at version {current}",
-                        sub.expected
-                    ));
-                }
-                self.result.counters.conflicts += 1;
-            }
-            Err(Error::Quota { limit, needed }) => {
-                let wanted = size + sub.record_bytes;
-                if !matches
-                    || self.max_bytes == 0
-                    || limit != self.max_bytes
-                    || needed != wanted
-                    || needed <= limit
-                {
-                    return Err(format!(
-                        "quota refusal (limit {limit}, needed {needed}) of an append the model allows (limit {}, the log would reach {wanted})",
-                        self.max_bytes
-                    ));
-                }
-                self.result.counters.quota_refusals += 1;
-            }
-            Err(Error::Io(error)) => {
-                if !faulted {
-                    return Err(format!(
-                        "append failed with an I/O error no fault explains: {error}"
-                    ));
-                }
-                self.result.counters.io_failures += 1;
-                if self.vfs.is_halted() || self.log().is_poisoned() {
-                    self.in_doubt.push(sub);
-                }
-            }
-            Err(Error::Poisoned) if self.log().is_poisoned() => {}
-            Err(error) => return Err(format!("append to {stream} failed unexpectedly: {error}")),
+            self.oracle.check_outcome(submitted, &outcome, &commit)?;
+            self.result.counters.count_outcome(&outcome);
         }
         Ok(())
     }
@@ -593,61 +383,14 @@ impl<'a> World<'a> {
     fn read(&mut self, stream: &str, from: u64, limit: usize) -> Check {
         self.result.counters.reads += 1;
         let got = self.log().read(stream, from, limit);
-        let want: Vec<&ModelEvent> = self
-            .model
-            .events(stream)
-            .iter()
-            .skip(from.max(1) as usize - 1)
-            .take(limit)
-            .collect();
-        match got {
-            Ok(events) => {
-                if events.len() != want.len() {
-                    return Err(format!(
-                        "read {stream} from {from} limit {limit}: {} events, the model has {}",
-                        events.len(),
-                        want.len()
-                    ));
-                }
-                for (i, (event, model)) in events.iter().zip(want).enumerate() {
-                    check_event(stream, event, model, from.max(1) + i as u64)?;
-                }
-                Ok(())
-            }
-            Err(error) => self.excuse_read_error(error),
-        }
-    }
-
-    fn excuse_read_error(&mut self, error: Error) -> Check {
-        let excused = match &error {
-            Error::Corrupt { file, .. } => {
-                self.plan.faults.is_enabled(FaultKind::BitFlipOnRead) || self.damage_in(file)
-            }
-            Error::Io(_) => self.plan.faults.is_enabled(FaultKind::BitFlipOnRead),
-            _ => false,
-        };
-        if !excused {
-            return Err(format!("read failed with no fault to explain it: {error}"));
-        }
-        self.result.counters.read_errors += 1;
-        Ok(())
-    }
-
-    /// Damage done to the current log (not to the ones the run left).
-    fn damage(&self) -> Vec<Damage> {
-        let mut damage = self.vfs.damage();
-        damage.retain(|damage| damage.path.starts_with(&self.dir));
-        damage
-    }
-
-    fn damage_in(&self, file: &std::path::Path) -> bool {
-        self.damage().iter().any(|damage| damage.path == file)
+        let disk = DiskView::new(&self.vfs, &self.dir, &self.plan.faults);
+        self.oracle.check_read(stream, from, limit, got, &disk)
     }
 
     /// Power fails (if it has not already), the process dies with it, and
     /// the log is reopened.
     fn power_loss(&mut self, point: CrashPoint, recovery: CrashSpec, bit_flip: bool) -> Check {
-        self.count_crash(point);
+        self.result.count_crash(point, &self.plan.faults.enabled());
         self.log = None;
         self.pending.clear();
         self.busy.clear();
@@ -673,17 +416,6 @@ impl<'a> World<'a> {
         self.reopen(recovery)
     }
 
-    fn count_crash(&mut self, point: CrashPoint) {
-        self.result.counters.crashes += 1;
-        let enabled = self.plan.faults.enabled();
-        if enabled.is_empty() {
-            *self.result.coverage.entry((None, point)).or_default() += 1;
-        }
-        for kind in enabled {
-            *self.result.coverage.entry((Some(kind), point)).or_default() += 1;
-        }
-    }
-
     fn options(&self) -> Options {
         let clock = Arc::clone(&self.clock);
         let armed = Arc::clone(&self.failpoint_armed);
@@ -704,8 +436,21 @@ impl<'a> World<'a> {
         }
     }
 
-    fn recovered(&mut self, outcome: Recovery) {
-        *self.result.recoveries.entry(outcome).or_default() += 1;
+    fn open(&self) -> Result<Log, Error> {
+        Log::open_tuned(
+            self.vfs.clone(),
+            &self.dir,
+            self.options(),
+            Tuning {
+                // A thread of the log's own would make the run depend
+                // on scheduling: the runner prepares at seeded points.
+                next_segment: match self.plan.tuning.next_segment {
+                    NextSegment::Background => NextSegment::OnCall,
+                    other => other,
+                },
+                ..self.plan.tuning
+            },
+        )
     }
 
     fn reopen(&mut self, recovery: CrashSpec) -> Check {
@@ -718,33 +463,16 @@ impl<'a> World<'a> {
                 self.vfs.crash_after_ops(n);
             }
             let faults_before = self.op_faults_injected();
-            let opened = Log::open_tuned(
-                self.vfs.clone(),
-                &self.dir,
-                self.options(),
-                Tuning {
-                    // A thread of the log's own would make the run depend
-                    // on scheduling: the runner prepares at seeded points.
-                    next_segment: match self.plan.tuning.next_segment {
-                        NextSegment::Background => NextSegment::OnCall,
-                        other => other,
-                    },
-                    ..self.plan.tuning
-                },
-            );
+            let opened = self.open();
             self.vfs.crash_after_ops(0);
             self.result.counters.reopens += 1;
             match opened {
-                Ok(log) => {
-                    note!(self, "      reopened: {:?}", log.recovery());
-                    self.check_reopened(&log)?;
-                    self.log = Some(log);
-                    return Ok(());
-                }
+                Ok(log) => return self.reopened(log),
                 Err(error) if self.vfs.is_halted() => {
                     note!(self, "      power loss during recovery: {error}");
-                    self.recovered(Recovery::CrashedDuringRecovery);
-                    self.count_crash(CrashPoint::Recovery);
+                    self.result.count_recovery(Recovery::CrashedDuringRecovery);
+                    self.result
+                        .count_crash(CrashPoint::Recovery, &self.plan.faults.enabled());
                     self.vfs.reboot();
                 }
                 Err(Error::Corrupt {
@@ -752,233 +480,68 @@ impl<'a> World<'a> {
                     offset,
                     reason,
                 }) => {
-                    if !self.damage_in(&file) {
-                        return Err(format!(
-                            "Open refused {}:{offset} ({reason}) but no fault damaged that file (damage: {:?})",
-                            file.display(),
-                            self.damage()
-                        ));
-                    }
+                    oracle::excuse_refusal(
+                        &file,
+                        offset,
+                        &reason,
+                        &DiskView::new(&self.vfs, &self.dir, &self.plan.faults),
+                    )?;
                     note!(
                         self,
                         "      corruption refused: {}:{offset}: {reason}",
                         file.display()
                     );
-                    self.recovered(Recovery::CorruptionRefused);
+                    self.result.count_recovery(Recovery::CorruptionRefused);
                     self.start_over();
-                    continue;
                 }
-                Err(Error::Io(error)) if self.op_faults_injected() > faults_before => {
+                Err(error) => {
+                    let faulted = self.op_faults_injected() > faults_before;
+                    oracle::excuse_open_failure(&error, faulted)?;
                     note!(
                         self,
                         "      open failed on an injected fault, retrying: {error}"
                     );
-                    self.recovered(Recovery::RetriedAfterIoFault);
-                }
-                Err(error) => {
-                    return Err(format!("Open failed with no fault to explain it: {error}"));
+                    self.result.count_recovery(Recovery::RetriedAfterIoFault);
                 }
             }
         }
-        self.recovered(Recovery::GaveUp);
+        self.result.count_recovery(Recovery::GaveUp);
         self.ended = true;
+        Ok(())
+    }
+
+    /// The log opened: the oracle judges what recovery kept, then the run
+    /// goes on with it.
+    fn reopened(&mut self, log: Log) -> Check {
+        note!(self, "      reopened: {:?}", log.recovery());
+        self.result.count_recovery(match log.recovery().tail {
+            Tail::Clean => Recovery::Clean,
+            Tail::Zeros { .. } => Recovery::ZeroTailTruncated,
+            _ => Recovery::TornTailTruncated,
+        });
+        let disk = DiskView::new(&self.vfs, &self.dir, &self.plan.faults);
+        let limits = self.limits();
+        self.oracle
+            .check_reopened(&log, &disk, limits, self.final_reopen)?;
+        self.log = Some(log);
         Ok(())
     }
 
     /// Goes on with a fresh, empty log in a new directory.
     fn start_over(&mut self) {
         self.generation += 1;
-        self.dir = std::path::PathBuf::from(format!("{LOG_DIR}-{}", self.generation));
-        self.model = Model::default();
-        self.in_doubt.clear();
+        self.dir = PathBuf::from(format!("{LOG_DIR}-{}", self.generation));
+        self.oracle.start_over();
         self.max_bytes = self.plan.max_bytes;
         note!(self, "      starting over in {}", self.dir.display());
     }
 
-    /// The oracle after every reopen.
-    fn check_reopened(&mut self, log: &Log) -> Check {
-        let report = log.recovery().clone();
-        self.recovered(match report.tail {
-            Tail::Clean => Recovery::Clean,
-            Tail::Zeros { .. } => Recovery::ZeroTailTruncated,
-            _ => Recovery::TornTailTruncated,
-        });
-        let recovered = log.last_seq();
-        let acked = self.model.last_seq();
-        if recovered >= acked {
-            let extra = (recovered - acked) as usize;
-            if extra > self.in_doubt.len() {
-                return Err(format!(
-                    "recovery found {extra} records past the acknowledged seq {acked}, but only {} appends were in doubt",
-                    self.in_doubt.len()
-                ));
-            }
-            for survivor in self.in_doubt.drain(..extra).collect::<Vec<_>>() {
-                self.model
-                    .acknowledge(&survivor.stream, survivor.events, survivor.record_bytes);
-            }
-        } else {
-            self.excuse_loss(log, recovered, acked)?;
-            self.model.truncate(recovered);
-            self.result.counters.acked_lost_to_window += acked - recovered;
-        }
-        self.in_doubt.clear();
-        self.check_log(log)?;
-        // The bytes themselves, encoded independently (cheap enough for
-        // small logs at every reopen; big ones are checked at the end).
-        // Damage (a misdirected write, a flipped bit) may sit in bytes that
-        // were rightly kept, so the byte check needs an undamaged disk.
-        if (self.model.size() <= LAYOUT_CHECK_BYTES_MAX || self.final_reopen)
-            && self.damage().is_empty()
-        {
-            // Exact bytes in exact files: nothing left for a scan to find.
-            return crate::golden::check_layout(
-                &self.vfs,
-                self.dir.as_path(),
-                &self.model,
-                self.plan.segment_bytes,
-                self.max_bytes,
-            );
-        }
-        // Otherwise the directory itself: a read-only scan must find it clean.
-        match recovery::verify(&self.vfs, self.dir.as_path()) {
-            Ok(scan) if scan.tail == Tail::Clean && scan.last_seq == recovered => Ok(()),
-            Ok(scan) => Err(format!("after reopen the directory is not clean: {scan:?}")),
-            Err(_) if self.plan.faults.is_enabled(FaultKind::BitFlipOnRead) => Ok(()),
-            Err(error) => Err(format!(
-                "after reopen the directory fails verification: {error}"
-            )),
-        }
-    }
-
-    /// Acknowledged records `recovered + 1 ..= acked` are gone: allowed only
-    /// when a fault damaged the last segment, inside the ambiguity window
-    /// that recovery documents (damage there looks exactly like a torn tail).
-    fn excuse_loss(&self, log: &Log, recovered: u64, acked: u64) -> Check {
-        let files: Vec<String> = self
-            .vfs
-            .list_dir(self.dir.as_path())
-            .map(|entries| entries.into_iter().map(|entry| entry.name).collect())
-            .unwrap_or_default();
-        let last = files.last().map(|name| self.dir.as_path().join(name));
-        let last_len = last
-            .as_ref()
-            .and_then(|path| self.vfs.file_contents(path))
-            .map_or(0, |bytes| bytes.len() as u64);
-        // A flipped bit is ambiguous only in the log's last record; a
-        // misdirected write can take any record of the file it hit.
-        let excused = self.damage().iter().any(|damage| {
-            Some(&damage.path) == last.as_ref()
-                && match damage.kind {
-                    FaultKind::BitFlipAtRest => last_len <= damage.offset && recovered + 1 == acked,
-                    _ => true,
-                }
-        });
-        if excused {
-            return Ok(());
-        }
-        Err(format!(
-            "acknowledged records {}..={acked} were lost by recovery ({:?}) and no damage in the last segment explains it (damage: {:?})",
-            recovered + 1,
-            log.recovery(),
-            self.damage()
-        ))
-    }
-
     fn full_check(&mut self) -> Check {
         let log = self.log.take().expect("open");
-        let result = self.check_log(&log);
+        let disk = DiskView::new(&self.vfs, &self.dir, &self.plan.faults);
+        let result = self.oracle.check_log(&log, &disk);
         self.log = Some(log);
         result
-    }
-
-    /// Every stream reads back exactly as acknowledged.
-    fn check_log(&mut self, log: &Log) -> Check {
-        let names = log.streams("");
-        if names != self.model.stream_names() {
-            return Err(format!(
-                "streams {names:?}, the model has {:?}",
-                self.model.stream_names()
-            ));
-        }
-        if log.last_seq() != self.model.last_seq() || log.size() != self.model.size() {
-            return Err(format!(
-                "log at seq {} size {}, the model at seq {} size {}",
-                log.last_seq(),
-                log.size(),
-                self.model.last_seq(),
-                self.model.size()
-            ));
-        }
-        for name in names {
-            if log.version(&name) != self.model.version(&name) {
-                return Err(format!(
-                    "{name} at version {}, the model at {}",
-                    log.version(&name),
-                    self.model.version(&name)
-                ));
-            }
-            match log.read(&name, 1, usize::MAX) {
-                Ok(events) => {
-                    let want = self.model.events(&name);
-                    if events.len() != want.len() {
-                        return Err(format!(
-                            "{name}: {} events read, {} acknowledged",
-                            events.len(),
-                            want.len()
-                        ));
-                    }
-                    for (i, (event, model)) in events.iter().zip(want).enumerate() {
-                        check_event(&name, event, model, i as u64 + 1)?;
-                    }
-                }
-                Err(error) => self.excuse_read_error(error)?,
-            }
-        }
-        Ok(())
-    }
-}
-
-fn check_event(stream: &str, event: &Event, model: &ModelEvent, version: u64) -> Check {
-    if event.stream != stream
-        || event.version != version
-        || event.event_type != model.event_type
-        || event.data != model.data
-        || event.at != model.at
-    {
-        return Err(format!(
-            "{stream} version {version}: read {{stream {:?}, version {}, type {:?}, {} data bytes, at {}}}, acknowledged {{type {:?}, {} data bytes, at {}}}",
-            event.stream,
-            event.version,
-            event.event_type,
-            event.data.len(),
-            event.at,
-            model.event_type,
-            model.data.len(),
-            model.at
-        ));
-    }
-    Ok(())
-}
-
-/// Bytes of the record for one append, by FORMAT.md (not the engine's code).
-fn record_bytes(stream: &str, events: &[Event]) -> u64 {
-    let batch: usize = events
-        .iter()
-        .map(|event| 2 + event.event_type.len() + 8 + 4 + event.data.len())
-        .sum();
-    (16 + 2 + stream.len() + 8 + 4 + batch) as u64
-}
-
-/// The oracle's own reading of `Expected` (SPEC section 4), written apart
-/// from the engine's so that a wrong check in the engine cannot agree with
-/// itself.
-fn expected_matches(expected: Expected, current: u64) -> bool {
-    match expected {
-        Expected::Any => true,
-        Expected::NoStream | Expected::Exact(0) => current == 0,
-        Expected::StreamExists => current > 0,
-        Expected::Exact(version) => version == current,
     }
 }
 
@@ -986,5 +549,23 @@ fn describe(outcome: &Result<u64, Error>) -> String {
     match outcome {
         Ok(version) => format!("ok, version {version}"),
         Err(error) => format!("{error}"),
+    }
+}
+
+/// The expected version `spec` means for a stream at version `current`.
+fn expected_version(spec: ExpectedSpec, current: u64) -> Expected {
+    match spec {
+        ExpectedSpec::Right => Expected::Exact(current),
+        ExpectedSpec::Wrong(delta) => {
+            let distance = u64::from(delta.unsigned_abs());
+            Expected::Exact(if delta < 0 && current >= distance {
+                current - distance
+            } else {
+                current + distance
+            })
+        }
+        ExpectedSpec::Any => Expected::Any,
+        ExpectedSpec::NoStream => Expected::NoStream,
+        ExpectedSpec::StreamExists => Expected::StreamExists,
     }
 }

@@ -1,0 +1,279 @@
+//! What runs report: the counts of one run ([`Counters`], recoveries,
+//! crash coverage) in a [`SeedResult`], and their sum over a campaign in a
+//! [`Summary`], whose `Display` is the deterministic stdout of
+//! `durlog-sim run`. Nothing here judges an outcome: the oracle does, and
+//! the runner counts what the oracle let pass.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use durlog::Error;
+use durlog_vfs::FaultKind;
+
+/// Where a power loss struck.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CrashPoint {
+    /// Between operations.
+    Idle,
+    /// During a disk operation of a group commit (roll, write, sync, cut-back).
+    Commit,
+    /// At the failpoint between an append's write and its sync.
+    Failpoint,
+    /// During a disk operation of `Log::open` (recovery).
+    Recovery,
+}
+
+impl CrashPoint {
+    pub const ALL: [CrashPoint; 4] = [
+        CrashPoint::Idle,
+        CrashPoint::Commit,
+        CrashPoint::Failpoint,
+        CrashPoint::Recovery,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            CrashPoint::Idle => "idle",
+            CrashPoint::Commit => "commit",
+            CrashPoint::Failpoint => "failpoint",
+            CrashPoint::Recovery => "recovery",
+        }
+    }
+}
+
+/// What a reopen found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Recovery {
+    Clean,
+    TornTailTruncated,
+    ZeroTailTruncated,
+    CorruptionRefused,
+    CrashedDuringRecovery,
+    /// Open failed on an injected I/O fault and was retried.
+    RetriedAfterIoFault,
+    /// Open kept failing on injected faults; the seed stopped there.
+    GaveUp,
+}
+
+impl Recovery {
+    pub fn name(self) -> &'static str {
+        match self {
+            Recovery::Clean => "clean",
+            Recovery::TornTailTruncated => "torn tail truncated",
+            Recovery::ZeroTailTruncated => "zero tail truncated",
+            Recovery::CorruptionRefused => "corruption refused",
+            Recovery::CrashedDuringRecovery => "crashed during recovery",
+            Recovery::RetriedAfterIoFault => "retried after I/O fault",
+            Recovery::GaveUp => "gave up (disk keeps failing)",
+        }
+    }
+}
+
+/// Counts of what a run did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Actions executed (one workload step each).
+    pub cycles: u64,
+    pub appends_submitted: u64,
+    pub appends_acked: u64,
+    pub conflicts: u64,
+    pub quota_refusals: u64,
+    pub io_failures: u64,
+    pub crashes: u64,
+    pub reopens: u64,
+    pub reads: u64,
+    /// Reads that failed on injected read faults or damage (never wrong data).
+    pub read_errors: u64,
+    /// Acknowledged records lost to damage inside the documented ambiguity
+    /// window (the last record for a bit flip, see `durlog::GROUP_BYTES_MAX`).
+    pub acked_lost_to_window: u64,
+    /// Largest size the log reached, in bytes.
+    pub log_bytes_max: u64,
+    /// Next segments prepared ahead of their roll.
+    pub segments_prepared: u64,
+}
+
+impl Counters {
+    pub fn add(&mut self, other: &Counters) {
+        self.cycles += other.cycles;
+        self.appends_submitted += other.appends_submitted;
+        self.appends_acked += other.appends_acked;
+        self.conflicts += other.conflicts;
+        self.quota_refusals += other.quota_refusals;
+        self.io_failures += other.io_failures;
+        self.crashes += other.crashes;
+        self.reopens += other.reopens;
+        self.reads += other.reads;
+        self.read_errors += other.read_errors;
+        self.acked_lost_to_window += other.acked_lost_to_window;
+        self.log_bytes_max = self.log_bytes_max.max(other.log_bytes_max);
+        self.segments_prepared += other.segments_prepared;
+    }
+
+    /// Counts an append's outcome, once the oracle has accepted it.
+    pub(crate) fn count_outcome(&mut self, outcome: &Result<u64, Error>) {
+        match outcome {
+            Ok(_) => self.appends_acked += 1,
+            Err(Error::VersionConflict { .. }) => self.conflicts += 1,
+            Err(Error::Quota { .. }) => self.quota_refusals += 1,
+            Err(Error::Io(_)) => self.io_failures += 1,
+            Err(_) => {}
+        }
+    }
+}
+
+/// The oracle's verdict on a run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// Index of the action during which it was found (the final checks
+    /// count as one past the last action).
+    pub step: usize,
+    pub message: String,
+}
+
+/// Everything one run reports.
+#[derive(Clone, Debug, Default)]
+pub struct SeedResult {
+    pub seed: u64,
+    pub counters: Counters,
+    pub faults: BTreeMap<FaultKind, u64>,
+    pub recoveries: BTreeMap<Recovery, u64>,
+    /// Power losses by (a fault enabled in the run, or none) x crash point.
+    pub coverage: BTreeMap<(Option<FaultKind>, CrashPoint), u64>,
+    pub digest: u64,
+    pub violation: Option<Violation>,
+    /// A person-readable trace, when asked for.
+    pub trace: Vec<String>,
+    /// The canary planted its failure in this run.
+    pub canary_planted: bool,
+}
+
+impl SeedResult {
+    /// Counts a power loss at `point`, once per fault `enabled` in the run
+    /// (or once under "no fault") for the coverage table.
+    pub(crate) fn count_crash(&mut self, point: CrashPoint, enabled: &[FaultKind]) {
+        self.counters.crashes += 1;
+        if enabled.is_empty() {
+            *self.coverage.entry((None, point)).or_default() += 1;
+        }
+        for &kind in enabled {
+            *self.coverage.entry((Some(kind), point)).or_default() += 1;
+        }
+    }
+
+    pub(crate) fn count_recovery(&mut self, outcome: Recovery) {
+        *self.recoveries.entry(outcome).or_default() += 1;
+    }
+}
+
+/// What a campaign found, aggregated in seed order.
+#[derive(Clone, Debug, Default)]
+pub struct Summary {
+    pub seeds: u64,
+    pub counters: Counters,
+    pub faults: BTreeMap<FaultKind, u64>,
+    pub recoveries: BTreeMap<Recovery, u64>,
+    pub coverage: BTreeMap<(Option<FaultKind>, CrashPoint), u64>,
+    /// The trace digests of all seeds, folded in seed order.
+    pub digest: u64,
+    /// Failing seeds, in seed order.
+    pub violations: Vec<(u64, Violation)>,
+    /// Seeds in which `--canary` planted its failure.
+    pub canaries: u64,
+}
+
+impl Summary {
+    pub(crate) fn add(&mut self, result: &SeedResult) {
+        self.seeds += 1;
+        self.canaries += u64::from(result.canary_planted);
+        self.counters.add(&result.counters);
+        for (kind, count) in &result.faults {
+            *self.faults.entry(*kind).or_default() += count;
+        }
+        for (outcome, count) in &result.recoveries {
+            *self.recoveries.entry(*outcome).or_default() += count;
+        }
+        for (key, count) in &result.coverage {
+            *self.coverage.entry(*key).or_default() += count;
+        }
+    }
+
+    fn fmt_counters(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let c = &self.counters;
+        writeln!(f, "seeds       {}", self.seeds)?;
+        writeln!(f, "cycles      {} (workload steps)", c.cycles)?;
+        writeln!(
+            f,
+            "appends     {} submitted, {} acknowledged, {} version conflicts, {} over quota, {} failed on I/O",
+            c.appends_submitted, c.appends_acked, c.conflicts, c.quota_refusals, c.io_failures
+        )?;
+        writeln!(
+            f,
+            "reads       {} ({} failed on injected faults, never with wrong data)",
+            c.reads, c.read_errors
+        )?;
+        writeln!(
+            f,
+            "crashes     {} power losses, {} reopens",
+            c.crashes, c.reopens
+        )?;
+        writeln!(f, "log size    up to {} bytes per seed", c.log_bytes_max)?;
+        writeln!(
+            f,
+            "segments    {} next segments prepared ahead of their roll",
+            c.segments_prepared
+        )?;
+        writeln!(
+            f,
+            "acked records lost inside the documented ambiguity window: {}",
+            c.acked_lost_to_window
+        )
+    }
+
+    fn fmt_coverage(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "coverage (power losses by fault enabled x crash point):")?;
+        write!(f, "  {:<22}", "")?;
+        for point in CrashPoint::ALL {
+            write!(f, " {:>10}", point.name())?;
+        }
+        writeln!(f)?;
+        let rows = std::iter::once(None).chain(FaultKind::ALL.iter().copied().map(Some));
+        for kind in rows {
+            write!(f, "  {:<22}", kind.map_or("(no fault)", FaultKind::name))?;
+            for point in CrashPoint::ALL {
+                write!(
+                    f,
+                    " {:>10}",
+                    self.coverage.get(&(kind, point)).copied().unwrap_or(0)
+                )?;
+            }
+            writeln!(f)?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Summary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.fmt_counters(f)?;
+        writeln!(f, "faults injected:")?;
+        for kind in FaultKind::ALL {
+            writeln!(
+                f,
+                "  {:<22} {}",
+                kind.name(),
+                self.faults.get(kind).copied().unwrap_or(0)
+            )?;
+        }
+        writeln!(f, "recoveries:")?;
+        for (outcome, count) in &self.recoveries {
+            writeln!(f, "  {:<30} {count}", outcome.name())?;
+        }
+        self.fmt_coverage(f)?;
+        if self.canaries > 0 {
+            writeln!(f, "canaries    {} planted", self.canaries)?;
+        }
+        writeln!(f, "violations  {}", self.violations.len())?;
+        write!(f, "digest      {:016x}", self.digest)
+    }
+}

@@ -1,0 +1,487 @@
+//! The oracle: every check of what the engine did against the model of
+//! what was acknowledged, and every excuse for a departure from it.
+//!
+//! The contract with the runner: the runner reports what happened (an
+//! append's outcome and the facts of the commit that finished it, a read's
+//! result, a reopened log, a refused or failed open) together with a
+//! [`DiskView`]: the damage the disk says it did to this log, and the disk
+//! itself to read. Each check returns `Ok` or the violation's message. The
+//! model moves only on an acknowledgement, on an in-doubt append that a
+//! reopen found whole, and on a loss that damage excuses; outcomes accepted
+//! only because a fault explains them are counted in [`Excused`]. The
+//! oracle reads the log and the disk but changes neither, and it judges
+//! with its own code: its own reading of `Expected`, its own encoder of
+//! the bytes and record sizes (`golden`), never the engine's.
+
+use std::path::Path;
+
+use durlog::recovery::{self, Tail};
+use durlog::{Error, Event, Expected, Log};
+use durlog_vfs::{Damage, FaultConfig, FaultKind, SimVfs, Vfs};
+
+use crate::golden;
+use crate::model::{Model, ModelEvent};
+
+/// Logs up to this size have their bytes checked at every reopen (larger
+/// ones at the end of the run, and by `recovery::verify` at every reopen).
+const LAYOUT_CHECK_BYTES_MAX: u64 = 64 << 10;
+
+/// Logs up to this size have their bytes checked after every commit too.
+const COMMIT_LAYOUT_CHECK_BYTES_MAX: u64 = 8 << 10;
+
+/// `Ok`, or what the oracle found wrong.
+pub(crate) type Check = Result<(), String>;
+
+/// An append submitted and not yet finished.
+#[derive(Clone, Debug)]
+pub(crate) struct Submitted {
+    pub(crate) client: u32,
+    pub(crate) stream: String,
+    pub(crate) expected: Expected,
+    pub(crate) events: Vec<ModelEvent>,
+}
+
+/// What the runner saw of the commit that finished an append.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CommitFacts {
+    /// The quota the log runs under (0: none).
+    pub(crate) max_bytes: u64,
+    /// Power was lost, or the disk injected an I/O fault, during the commit.
+    pub(crate) faulted: bool,
+    /// Power is off now.
+    pub(crate) halted: bool,
+    /// The log refuses all work until it is reopened.
+    pub(crate) poisoned: bool,
+}
+
+/// The limits a log runs under, which its bytes on disk must keep.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Limits {
+    pub(crate) segment_bytes: u64,
+    /// The quota (0: none).
+    pub(crate) max_bytes: u64,
+}
+
+/// What the disk tells the oracle about the log under judgement.
+pub(crate) struct DiskView<'a> {
+    /// Read only: the directory and the bytes are the oracle's evidence.
+    pub(crate) vfs: &'a SimVfs,
+    pub(crate) dir: &'a Path,
+    /// The damage the disk reports in this log's directory; damage to the
+    /// logs a run left behind excuses nothing here.
+    pub(crate) damage: Vec<Damage>,
+    /// The faults the run enabled. A failed read is still excused by
+    /// `BitFlipOnRead` being enabled, not by a read the disk really flipped
+    /// (SPEC section 6 asks for the latter).
+    pub(crate) faults: &'a FaultConfig,
+}
+
+impl<'a> DiskView<'a> {
+    pub(crate) fn new(vfs: &'a SimVfs, dir: &'a Path, faults: &'a FaultConfig) -> DiskView<'a> {
+        let mut damage = vfs.damage();
+        damage.retain(|damage| damage.path.starts_with(dir));
+        DiskView {
+            vfs,
+            dir,
+            damage,
+            faults,
+        }
+    }
+
+    fn damaged(&self, file: &Path) -> bool {
+        self.damage.iter().any(|damage| damage.path == file)
+    }
+}
+
+/// Outcomes the oracle accepted only because a fault explains them.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Excused {
+    /// Reads that failed on injected read faults or damage.
+    pub(crate) read_errors: u64,
+    /// Acknowledged records lost to damage inside the documented ambiguity
+    /// window.
+    pub(crate) acked_lost_to_window: u64,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Oracle {
+    model: Model,
+    /// Appends whose group failed in a way that may have left them on disk
+    /// (power loss, or a cut-back that failed): after the next reopen each
+    /// is whole or absent, and the survivors come first.
+    in_doubt: Vec<Submitted>,
+    excused: Excused,
+}
+
+impl Oracle {
+    pub(crate) fn model(&self) -> &Model {
+        &self.model
+    }
+
+    pub(crate) fn excused(&self) -> Excused {
+        self.excused
+    }
+
+    /// The canary: the model now disagrees with the log, as it would with
+    /// a broken engine. False if nothing was acknowledged to disagree with.
+    pub(crate) fn plant_canary(&mut self) -> bool {
+        self.model.plant_canary()
+    }
+
+    /// The run goes on with a fresh, empty log: nothing of the old one is
+    /// expected in it.
+    pub(crate) fn start_over(&mut self) {
+        self.model = Model::default();
+        self.in_doubt.clear();
+    }
+
+    /// Checks a finished append, as if the appends of its group had run one
+    /// at a time in submission order.
+    pub(crate) fn check_outcome(
+        &mut self,
+        sub: Submitted,
+        outcome: &Result<u64, Error>,
+        commit: &CommitFacts,
+    ) -> Check {
+        let stream = &sub.stream;
+        let current = self.model.version(stream);
+        let size = self.model.size();
+        let record_bytes = golden::record_bytes(stream, &sub.events);
+        let matches = expected_matches(sub.expected, current);
+        match outcome {
+            Ok(version) => {
+                if !matches {
+                    return Err(format!(
+                        "acknowledged an append to {stream} expecting {:?} while it was at version {current}",
+                        sub.expected
+                    ));
+                }
+                let count = sub.events.len() as u64;
+                if *version != current + count {
+                    return Err(format!(
+                        "append to {stream} at version {current} with {count} events returned version {version}"
+                    ));
+                }
+                if commit.max_bytes > 0 && size + record_bytes > commit.max_bytes {
+                    return Err(format!(
+                        "acknowledged {record_bytes} bytes past the quota {} (log at {size})",
+                        commit.max_bytes
+                    ));
+                }
+                self.model.acknowledge(stream, sub.events);
+            }
+            Err(Error::VersionConflict { actual, .. }) => {
+                if matches || *actual != current {
+                    return Err(format!(
+                        "version conflict on {stream} (actual {actual}) expecting {:?} at version {current}",
+                        sub.expected
+                    ));
+                }
+            }
+            Err(Error::Quota { limit, needed }) => {
+                check_quota_refusal(*limit, *needed, matches, size + record_bytes, commit)?;
+            }
+            Err(Error::Io(error)) => {
+                if !commit.faulted {
+                    return Err(format!(
+                        "append failed with an I/O error no fault explains: {error}"
+                    ));
+                }
+                if commit.halted || commit.poisoned {
+                    self.in_doubt.push(sub);
+                }
+            }
+            Err(Error::Poisoned) if commit.poisoned => {}
+            Err(error) => return Err(format!("append to {stream} failed unexpectedly: {error}")),
+        }
+        Ok(())
+    }
+
+    /// Checks a read of `stream` from `from`, at most `limit` events.
+    pub(crate) fn check_read(
+        &mut self,
+        stream: &str,
+        from: u64,
+        limit: usize,
+        got: Result<Vec<Event>, Error>,
+        disk: &DiskView<'_>,
+    ) -> Check {
+        let want: Vec<&ModelEvent> = self
+            .model
+            .events(stream)
+            .iter()
+            .skip(from.max(1) as usize - 1)
+            .take(limit)
+            .collect();
+        match got {
+            Ok(events) => {
+                if events.len() != want.len() {
+                    return Err(format!(
+                        "read {stream} from {from} limit {limit}: {} events, the model has {}",
+                        events.len(),
+                        want.len()
+                    ));
+                }
+                for (i, (event, model)) in events.iter().zip(want).enumerate() {
+                    check_event(stream, event, model, from.max(1) + i as u64)?;
+                }
+                Ok(())
+            }
+            Err(error) => self.excuse_read_error(error, disk),
+        }
+    }
+
+    /// Checks a log just reopened: the in-doubt appends are whole or absent,
+    /// the acknowledged ones all there unless damage excuses their loss,
+    /// every stream reads back exactly, and the directory holds nothing
+    /// else: byte for byte if the disk reports no damage and the log is
+    /// small or this is the run's `final_reopen`, by a read-only scan
+    /// otherwise.
+    pub(crate) fn check_reopened(
+        &mut self,
+        log: &Log,
+        disk: &DiskView<'_>,
+        limits: Limits,
+        final_reopen: bool,
+    ) -> Check {
+        let recovered = log.last_seq();
+        let acked = self.model.last_seq();
+        if recovered >= acked {
+            let extra = (recovered - acked) as usize;
+            if extra > self.in_doubt.len() {
+                return Err(format!(
+                    "recovery found {extra} records past the acknowledged seq {acked}, but only {} appends were in doubt",
+                    self.in_doubt.len()
+                ));
+            }
+            for survivor in self.in_doubt.drain(..extra).collect::<Vec<_>>() {
+                self.model.acknowledge(&survivor.stream, survivor.events);
+            }
+        } else {
+            excuse_loss(log, recovered, acked, disk)?;
+            self.model.truncate(recovered);
+            self.excused.acked_lost_to_window += acked - recovered;
+        }
+        self.in_doubt.clear();
+        self.check_log(log, disk)?;
+        // The bytes themselves, encoded independently (cheap enough for
+        // small logs at every reopen; big ones are checked at the end).
+        // Damage (a misdirected write, a flipped bit) may sit in bytes that
+        // were rightly kept, so the byte check needs an undamaged disk.
+        if (self.model.size() <= LAYOUT_CHECK_BYTES_MAX || final_reopen) && disk.damage.is_empty() {
+            // Exact bytes in exact files: nothing left for a scan to find.
+            return self.check_layout(disk, limits);
+        }
+        // Otherwise the directory itself: a read-only scan must find it clean.
+        match recovery::verify(disk.vfs, disk.dir) {
+            Ok(scan) if scan.tail == Tail::Clean && scan.last_seq == recovered => Ok(()),
+            Ok(scan) => Err(format!("after reopen the directory is not clean: {scan:?}")),
+            Err(_) if disk.faults.is_enabled(FaultKind::BitFlipOnRead) => Ok(()),
+            Err(error) => Err(format!(
+                "after reopen the directory fails verification: {error}"
+            )),
+        }
+    }
+
+    /// After a commit that left the log healthy: preallocation stays inside
+    /// the segment limit and the quota, and the bytes stay as FORMAT.md
+    /// says, between reopens too (for small, undamaged logs, where this is
+    /// cheap and exact).
+    pub(crate) fn check_committed(
+        &self,
+        poisoned: bool,
+        disk: &DiskView<'_>,
+        limits: Limits,
+    ) -> Check {
+        if self.model.size() <= COMMIT_LAYOUT_CHECK_BYTES_MAX
+            && self.in_doubt.is_empty()
+            && !poisoned
+            && disk.damage.is_empty()
+        {
+            self.check_layout(disk, limits)?;
+        }
+        Ok(())
+    }
+
+    fn check_layout(&self, disk: &DiskView<'_>, limits: Limits) -> Check {
+        golden::check_layout(
+            disk.vfs,
+            disk.dir,
+            &self.model,
+            limits.segment_bytes,
+            limits.max_bytes,
+        )
+    }
+
+    /// Every stream reads back exactly as acknowledged.
+    pub(crate) fn check_log(&mut self, log: &Log, disk: &DiskView<'_>) -> Check {
+        let names = log.streams("");
+        if names != self.model.stream_names() {
+            return Err(format!(
+                "streams {names:?}, the model has {:?}",
+                self.model.stream_names()
+            ));
+        }
+        if log.last_seq() != self.model.last_seq() || log.size() != self.model.size() {
+            return Err(format!(
+                "log at seq {} size {}, the model at seq {} size {}",
+                log.last_seq(),
+                log.size(),
+                self.model.last_seq(),
+                self.model.size()
+            ));
+        }
+        for name in names {
+            if log.version(&name) != self.model.version(&name) {
+                return Err(format!(
+                    "{name} at version {}, the model at {}",
+                    log.version(&name),
+                    self.model.version(&name)
+                ));
+            }
+            match log.read(&name, 1, usize::MAX) {
+                Ok(events) => {
+                    let want = self.model.events(&name);
+                    if events.len() != want.len() {
+                        return Err(format!(
+                            "{name}: {} events read, {} acknowledged",
+                            events.len(),
+                            want.len()
+                        ));
+                    }
+                    for (i, (event, model)) in events.iter().zip(want).enumerate() {
+                        check_event(&name, event, model, i as u64 + 1)?;
+                    }
+                }
+                Err(error) => self.excuse_read_error(error, disk)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn excuse_read_error(&mut self, error: Error, disk: &DiskView<'_>) -> Check {
+        let read_faults = disk.faults.is_enabled(FaultKind::BitFlipOnRead);
+        let excused = match &error {
+            Error::Corrupt { file, .. } => read_faults || disk.damaged(file),
+            Error::Io(_) => read_faults,
+            _ => false,
+        };
+        if !excused {
+            return Err(format!("read failed with no fault to explain it: {error}"));
+        }
+        self.excused.read_errors += 1;
+        Ok(())
+    }
+}
+
+/// A quota refusal is right only for an append the model would accept,
+/// under a quota, that would take the log (to `wanted` bytes) past it.
+fn check_quota_refusal(
+    limit: u64,
+    needed: u64,
+    matches: bool,
+    wanted: u64,
+    commit: &CommitFacts,
+) -> Check {
+    if !matches
+        || commit.max_bytes == 0
+        || limit != commit.max_bytes
+        || needed != wanted
+        || needed <= limit
+    {
+        return Err(format!(
+            "quota refusal (limit {limit}, needed {needed}) of an append the model allows (limit {}, the log would reach {wanted})",
+            commit.max_bytes
+        ));
+    }
+    Ok(())
+}
+
+/// `Log::open` refused `file` as corrupt: right only if a fault damaged it.
+pub(crate) fn excuse_refusal(file: &Path, offset: u64, reason: &str, disk: &DiskView<'_>) -> Check {
+    if disk.damaged(file) {
+        return Ok(());
+    }
+    Err(format!(
+        "Open refused {}:{offset} ({reason}) but no fault damaged that file (damage: {:?})",
+        file.display(),
+        disk.damage
+    ))
+}
+
+/// `Log::open` failed other than by a power loss or a refusal: an I/O
+/// error is fine if the disk injected a fault during the attempt (`faulted`).
+pub(crate) fn excuse_open_failure(error: &Error, faulted: bool) -> Check {
+    match error {
+        Error::Io(_) if faulted => Ok(()),
+        error => Err(format!("Open failed with no fault to explain it: {error}")),
+    }
+}
+
+/// Acknowledged records `recovered + 1 ..= acked` are gone: allowed only
+/// when a fault damaged the last segment, inside the ambiguity window
+/// that recovery documents (damage there looks exactly like a torn tail).
+fn excuse_loss(log: &Log, recovered: u64, acked: u64, disk: &DiskView<'_>) -> Check {
+    let files: Vec<String> = disk
+        .vfs
+        .list_dir(disk.dir)
+        .map(|entries| entries.into_iter().map(|entry| entry.name).collect())
+        .unwrap_or_default();
+    let last = files.last().map(|name| disk.dir.join(name));
+    let last_len = last
+        .as_ref()
+        .and_then(|path| disk.vfs.file_contents(path))
+        .map_or(0, |bytes| bytes.len() as u64);
+    // A flipped bit is ambiguous only in the log's last record; a
+    // misdirected write can take any record of the file it hit.
+    let excused = disk.damage.iter().any(|damage| {
+        Some(&damage.path) == last.as_ref()
+            && match damage.kind {
+                FaultKind::BitFlipAtRest => last_len <= damage.offset && recovered + 1 == acked,
+                _ => true,
+            }
+    });
+    if excused {
+        return Ok(());
+    }
+    Err(format!(
+        "acknowledged records {}..={acked} were lost by recovery ({:?}) and no damage in the last segment explains it (damage: {:?})",
+        recovered + 1,
+        log.recovery(),
+        disk.damage
+    ))
+}
+
+fn check_event(stream: &str, event: &Event, model: &ModelEvent, version: u64) -> Check {
+    if event.stream != stream
+        || event.version != version
+        || event.event_type != model.event_type
+        || event.data != model.data
+        || event.at != model.at
+    {
+        return Err(format!(
+            "{stream} version {version}: read {{stream {:?}, version {}, type {:?}, {} data bytes, at {}}}, acknowledged {{type {:?}, {} data bytes, at {}}}",
+            event.stream,
+            event.version,
+            event.event_type,
+            event.data.len(),
+            event.at,
+            model.event_type,
+            model.data.len(),
+            model.at
+        ));
+    }
+    Ok(())
+}
+
+/// The oracle's own reading of `Expected` (SPEC section 4), written apart
+/// from the engine's so that a wrong check in the engine cannot agree with
+/// itself.
+fn expected_matches(expected: Expected, current: u64) -> bool {
+    match expected {
+        Expected::Any => true,
+        Expected::NoStream | Expected::Exact(0) => current == 0,
+        Expected::StreamExists => current > 0,
+        Expected::Exact(version) => version == current,
+    }
+}
