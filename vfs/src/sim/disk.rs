@@ -116,6 +116,65 @@ pub(crate) struct Handle<'h> {
     pub(crate) writable: bool,
 }
 
+/// What a call's trace event and errors name: a path, or the file behind
+/// a handle (by its name at the time).
+#[derive(Clone, Copy)]
+enum Target<'t> {
+    Path(&'t Path),
+    File(&'t Arc<FileNode>),
+}
+
+/// One call of the `Vfs` or `VfsFile` traits, as the trace records it when
+/// it fails before doing its work.
+#[derive(Clone, Copy)]
+struct Call<'c> {
+    kind: TraceKind,
+    what: &'c str,
+    target: Target<'c>,
+    offset: u64,
+    len: u64,
+}
+
+impl Target<'_> {
+    /// The name an error gives (a file's, looked up only for an error).
+    fn name(self) -> Arc<Path> {
+        match self {
+            Target::Path(path) => Arc::from(path),
+            Target::File(node) => node.path(),
+        }
+    }
+}
+
+impl<'c> Call<'c> {
+    fn on_path(kind: TraceKind, what: &'c str, path: &'c Path) -> Call<'c> {
+        let target = Target::Path(path);
+        Call {
+            kind,
+            what,
+            target,
+            offset: 0,
+            len: 0,
+        }
+    }
+
+    fn on_file(
+        kind: TraceKind,
+        what: &'c str,
+        node: &'c Arc<FileNode>,
+        offset: u64,
+        len: u64,
+    ) -> Call<'c> {
+        let target = Target::File(node);
+        Call {
+            kind,
+            what,
+            target,
+            offset,
+            len,
+        }
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Disk {
     rng: ChaCha8Rng,
@@ -198,15 +257,30 @@ impl Disk {
         self.faults = faults;
     }
 
-    /// Counts one mutating or syncing operation; true if the armed crash
-    /// fires during it.
-    fn begin_counted(&mut self) -> bool {
+    /// Runs a counted call (one that mutates or syncs): counts it, then
+    /// runs `effect`, which is told whether the armed crash fires during
+    /// this call. What `effect` leaves in the cache stays there either way.
+    /// If the crash fires, the call is traced as failed, power is lost (the
+    /// crash resolves what `effect` did like any other unsynced change) and
+    /// the crash error is returned instead of `effect`'s result.
+    fn counted<T>(
+        &mut self,
+        call: Call<'_>,
+        effect: impl FnOnce(&mut Disk, bool) -> T,
+    ) -> io::Result<T> {
         self.op_count += 1;
-        if self.crash_at_op == Some(self.op_count) {
+        let crashing = self.crash_at_op == Some(self.op_count);
+        if crashing {
             self.crash_at_op = None;
-            return true;
         }
-        false
+        let value = effect(self, crashing);
+        if !crashing {
+            return Ok(value);
+        }
+        self.trace_call(call, false);
+        self.power_loss();
+        // A file is named as the crash left it.
+        Err(crash_error(call.what, &call.target.name()))
     }
 
     /// Draws whether `kind` fires now. Draws nothing when it is off, so a
@@ -269,20 +343,32 @@ impl Disk {
         }
     }
 
+    fn trace_call(&mut self, call: Call<'_>, ok: bool) {
+        let Call {
+            kind, offset, len, ..
+        } = call;
+        match call.target {
+            Target::Path(path) => self.record_path(kind, path, offset, len, ok),
+            Target::File(node) => self.record_file(kind, node, offset, len, ok),
+        }
+    }
+
     fn fault_on_file(&mut self, fault: FaultKind, node: &Arc<FileNode>, offset: u64, len: u64) {
         self.count_fault(fault);
         self.record_file(TraceKind::Fault(fault), node, offset, len, true);
     }
 
-    fn check_up(&mut self, kind: TraceKind, what: &str, path: &Path) -> io::Result<()> {
+    /// Fails (and traces the failed call) if the disk is down.
+    fn check_up(&mut self, call: Call<'_>) -> io::Result<()> {
         if self.halted {
-            self.record_path(kind, path, 0, 0, false);
+            self.trace_call(call, false);
             return Err(injected(
                 io::ErrorKind::Other,
                 FaultKind::Crash,
                 format!(
-                    "{what} {}: the disk is down (halted, not rebooted)",
-                    path.display()
+                    "{} {}: the disk is down (halted, not rebooted)",
+                    call.what,
+                    call.target.name().display()
                 ),
             ));
         }
@@ -306,20 +392,13 @@ impl Disk {
         ))
     }
 
-    /// Fails (and traces the failed call with its `offset` and `len`) if
-    /// the disk is down or the handle dead.
-    fn check_handle(
-        &mut self,
-        call: (TraceKind, &str),
-        handle: &Handle<'_>,
-        offset: u64,
-        len: u64,
-    ) -> io::Result<()> {
-        let (kind, what) = call;
-        match self.handle_error(what, handle) {
+    /// Fails (and traces the failed call) if the disk is down or the
+    /// handle dead.
+    fn check_handle(&mut self, call: Call<'_>, handle: &Handle<'_>) -> io::Result<()> {
+        match self.handle_error(call.what, handle) {
             None => Ok(()),
             Some(error) => {
-                self.record_file(kind, handle.node, offset, len, false);
+                self.trace_call(call, false);
                 Err(error)
             }
         }
@@ -428,20 +507,18 @@ impl Disk {
             OpenMode::CreateNew => TraceKind::Create,
             OpenMode::ReadOnly | OpenMode::ReadWrite => TraceKind::Open,
         };
-        self.check_up(kind, "open", &path)?;
-        let crash_now = mode == OpenMode::CreateNew && self.begin_counted();
+        let call = Call::on_path(kind, "open", &path);
+        self.check_up(call)?;
         let result = match mode {
-            OpenMode::CreateNew => self.create_file(&path),
+            // The create may reach the directory cache before power fails:
+            // the crash decides its fate like any other unsynced create.
+            OpenMode::CreateNew => {
+                let call = Call::on_path(kind, "create", &path);
+                self.counted(call, |disk, _| disk.create_file(&path))?
+            }
             OpenMode::ReadOnly | OpenMode::ReadWrite => self.existing_file(&path),
         };
-        if crash_now {
-            // The create may have reached the directory cache: the crash
-            // decides its fate like any other unsynced create.
-            self.record_path(kind, &path, 0, 0, false);
-            self.power_loss();
-            return Err(crash_error("create", &path));
-        }
-        self.record_path(kind, &path, 0, 0, result.is_ok());
+        self.trace_call(call, result.is_ok());
         result
     }
 
@@ -491,7 +568,7 @@ impl Disk {
 
     pub(crate) fn list_dir(&mut self, dir: &Path) -> io::Result<Vec<DirEntry>> {
         let dir = normalize(dir);
-        self.check_up(TraceKind::ListDir, "list", &dir)?;
+        self.check_up(Call::on_path(TraceKind::ListDir, "list", &dir))?;
         let result = match self.dirs.get(&dir) {
             Some(node) => {
                 let mut entries: Vec<DirEntry> = node
@@ -521,14 +598,11 @@ impl Disk {
 
     pub(crate) fn create_dir_all(&mut self, dir: &Path) -> io::Result<()> {
         let dir = normalize(dir);
-        self.check_up(TraceKind::CreateDir, "create directory", &dir)?;
-        if self.begin_counted() {
-            self.record_path(TraceKind::CreateDir, &dir, 0, 0, false);
-            self.power_loss();
-            return Err(crash_error("create directory", &dir));
-        }
+        let call = Call::on_path(TraceKind::CreateDir, "create directory", &dir);
+        self.check_up(call)?;
+        self.counted(call, |_, _| ())?;
         let result = self.create_dirs(&dir);
-        self.record_path(TraceKind::CreateDir, &dir, 0, 0, result.is_ok());
+        self.trace_call(call, result.is_ok());
         result
     }
 
@@ -560,15 +634,12 @@ impl Disk {
 
     pub(crate) fn sync_dir(&mut self, dir: &Path) -> io::Result<()> {
         let dir = normalize(dir);
-        self.check_up(TraceKind::SyncDir, "sync directory", &dir)?;
-        if self.begin_counted() {
-            self.record_path(TraceKind::SyncDir, &dir, 0, 0, false);
-            self.power_loss();
-            return Err(crash_error("sync directory", &dir));
-        }
+        let call = Call::on_path(TraceKind::SyncDir, "sync directory", &dir);
+        self.check_up(call)?;
+        self.counted(call, |_, _| ())?;
         if !self.dirs.contains_key(&dir) {
             let error = self.not_a_dir("sync directory", &dir);
-            self.record_path(TraceKind::SyncDir, &dir, 0, 0, false);
+            self.trace_call(call, false);
             return Err(error);
         }
         if self.fires(FaultKind::FailedFsync) {
@@ -576,7 +647,7 @@ impl Disk {
             // pending, so a later successful sync_dir makes them durable.
             self.count_fault(FaultKind::FailedFsync);
             self.record_path(TraceKind::Fault(FaultKind::FailedFsync), &dir, 0, 0, true);
-            self.record_path(TraceKind::SyncDir, &dir, 0, 0, false);
+            self.trace_call(call, false);
             return Err(eio(
                 "sync directory",
                 &dir,
@@ -586,21 +657,16 @@ impl Disk {
         }
         self.dirs.get_mut(&dir).expect("checked above").sync();
         self.dirty_dirs.remove(&dir);
-        self.record_path(TraceKind::SyncDir, &dir, 0, 0, true);
+        self.trace_call(call, true);
         Ok(())
     }
 
     pub(crate) fn remove_file(&mut self, path: &Path) -> io::Result<()> {
         let path = normalize(path);
-        self.check_up(TraceKind::Remove, "remove", &path)?;
-        let crash_now = self.begin_counted();
-        let result = self.unlink(&path);
-        if crash_now {
-            self.record_path(TraceKind::Remove, &path, 0, 0, false);
-            self.power_loss();
-            return Err(crash_error("remove", &path));
-        }
-        self.record_path(TraceKind::Remove, &path, 0, 0, result.is_ok());
+        let call = Call::on_path(TraceKind::Remove, "remove", &path);
+        self.check_up(call)?;
+        let result = self.counted(call, |disk, _| disk.unlink(&path))?;
+        self.trace_call(call, result.is_ok());
         result
     }
 
@@ -632,17 +698,12 @@ impl Disk {
         let what = format!("rename {} to", from.display());
         // The event names `to`; the source enters the digest here.
         self.trace.mix_in(path_hash(&from));
-        self.check_up(TraceKind::Rename, &what, &to)?;
-        let crash_now = self.begin_counted();
-        let result = self.move_entry(&what, &from, &to);
-        if crash_now {
-            // The rename may have reached the directory cache: the crash
-            // decides the fate of each of its two names like any other
-            // unsynced create or remove.
-            self.record_path(TraceKind::Rename, &to, 0, 0, false);
-            self.power_loss();
-            return Err(crash_error(&what, &to));
-        }
+        let call = Call::on_path(TraceKind::Rename, &what, &to);
+        self.check_up(call)?;
+        // The rename may reach the directory cache before power fails: the
+        // crash decides the fate of each of its two names like any other
+        // unsynced create or remove.
+        let result = self.counted(call, |disk, _| disk.move_entry(&what, &from, &to))?;
         let replaced = result.as_ref().map_or(0, |&replaced| u64::from(replaced));
         self.record_path(TraceKind::Rename, &to, 0, replaced, result.is_ok());
         result.map(|_| ())
@@ -705,7 +766,14 @@ impl Disk {
         buf: &mut [u8],
         offset: u64,
     ) -> io::Result<usize> {
-        self.check_handle((TraceKind::Read, "read"), handle, offset, buf.len() as u64)?;
+        let call = Call::on_file(
+            TraceKind::Read,
+            "read",
+            handle.node,
+            offset,
+            buf.len() as u64,
+        );
+        self.check_handle(call, handle)?;
         let count = handle.node.lock().read(buf, offset);
         if count > 0 && self.fires(FaultKind::BitFlipOnRead) {
             let bit = self.below(count as u64 * 8);
@@ -749,23 +817,21 @@ impl Disk {
 
     pub(crate) fn write(&mut self, handle: &Handle<'_>, buf: &[u8], offset: u64) -> io::Result<()> {
         let len = buf.len() as u64;
-        self.check_handle((TraceKind::Write, "write"), handle, offset, len)?;
-        let crash_now = self.begin_counted();
-        let checked = self.check_mutation("write", handle, offset.checked_add(len));
-        if crash_now {
-            if checked.is_ok() {
-                self.tear_write(handle.node, buf, offset);
+        let call = Call::on_file(TraceKind::Write, "write", handle.node, offset, len);
+        self.check_handle(call, handle)?;
+        let checked = self.counted(call, |disk, crashing| {
+            let checked = disk.check_mutation("write", handle, offset.checked_add(len));
+            if crashing && checked.is_ok() {
+                disk.tear_write(handle.node, buf, offset);
             }
-            self.record_file(TraceKind::Write, handle.node, offset, len, false);
-            self.power_loss();
-            return Err(crash_error("write", &handle.node.path()));
-        }
+            checked
+        })?;
         if let Err(error) = checked {
-            self.record_file(TraceKind::Write, handle.node, offset, len, false);
+            self.trace_call(call, false);
             return Err(error);
         }
         if let Some(error) = self.failed_write(handle.node, buf, offset) {
-            self.record_file(TraceKind::Write, handle.node, offset, len, false);
+            self.trace_call(call, false);
             return Err(error);
         }
         if len > 0 && !self.misdirected_done && self.fires(FaultKind::MisdirectedWrite) {
@@ -775,7 +841,7 @@ impl Disk {
             data.write(buf, offset);
             self.note_dirty_file(handle.node, &mut data);
         }
-        self.record_file(TraceKind::Write, handle.node, offset, len, true);
+        self.trace_call(call, true);
         Ok(())
     }
 
@@ -895,35 +961,30 @@ impl Disk {
     }
 
     pub(crate) fn set_len(&mut self, handle: &Handle<'_>, len: u64) -> io::Result<()> {
-        self.check_handle((TraceKind::SetLen, "set_len"), handle, 0, len)?;
-        let crash_now = self.begin_counted();
-        let checked = self.check_mutation("set_len", handle, Some(len));
-        if checked.is_ok() {
-            // Applied even when the crash fires now: the size change is in
-            // the cache and the crash decides whether it survives.
-            let mut data = handle.node.lock();
-            if data.len() != len {
-                data.set_len(len);
-                self.note_dirty_file(handle.node, &mut data);
+        let call = Call::on_file(TraceKind::SetLen, "set_len", handle.node, 0, len);
+        self.check_handle(call, handle)?;
+        let checked = self.counted(call, |disk, _| {
+            let checked = disk.check_mutation("set_len", handle, Some(len));
+            if checked.is_ok() {
+                // Applied even when the crash fires now: the size change is
+                // in the cache and the crash decides whether it survives.
+                let mut data = handle.node.lock();
+                if data.len() != len {
+                    data.set_len(len);
+                    disk.note_dirty_file(handle.node, &mut data);
+                }
             }
-        }
-        if crash_now {
-            self.record_file(TraceKind::SetLen, handle.node, 0, len, false);
-            self.power_loss();
-            return Err(crash_error("set_len", &handle.node.path()));
-        }
-        self.record_file(TraceKind::SetLen, handle.node, 0, len, checked.is_ok());
+            checked
+        })?;
+        self.trace_call(call, checked.is_ok());
         checked
     }
 
     pub(crate) fn sync(&mut self, handle: &Handle<'_>, kind: TraceKind) -> io::Result<()> {
         let what = kind.name();
-        self.check_handle((kind, what), handle, 0, 0)?;
-        if self.begin_counted() {
-            self.record_file(kind, handle.node, 0, 0, false);
-            self.power_loss();
-            return Err(crash_error(what, &handle.node.path()));
-        }
+        let call = Call::on_file(kind, what, handle.node, 0, 0);
+        self.check_handle(call, handle)?;
+        self.counted(call, |_, _| ())?;
         if self.fires(FaultKind::FailedFsync) {
             let dropped = if self.coin() {
                 handle.node.lock().drop_dirty_pages() as u64
@@ -931,7 +992,7 @@ impl Disk {
                 0
             };
             self.fault_on_file(FaultKind::FailedFsync, handle.node, 0, dropped * PAGE_BYTES);
-            self.record_file(kind, handle.node, 0, 0, false);
+            self.trace_call(call, false);
             let detail = format!("fsync failed, {dropped} dirty pages dropped unwritten");
             return Err(eio(
                 what,
@@ -947,7 +1008,7 @@ impl Disk {
             self.dirty_files.remove(&handle.node.id);
         }
         drop(data);
-        self.record_file(kind, handle.node, 0, 0, true);
+        self.trace_call(call, true);
         Ok(())
     }
 
