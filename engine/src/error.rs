@@ -70,7 +70,11 @@ pub enum Error {
         needed: u64,
     },
 
-    /// The log was closed.
+    /// The log was closed. SPEC section 4 fixes this variant for what
+    /// outlives a `Log`: no call of this version returns it (`close` takes
+    /// the log by value, so no method can be called after it); a
+    /// subscription will end with it once its log is closed (SPEC section
+    /// 10).
     #[error("the log is closed")]
     Closed,
 

@@ -4,63 +4,15 @@
 //! nothing of its own either: its payload buffer, its group's vectors and
 //! its wake-up list are all reused.
 //!
-//! A counting global allocator lives in this file alone (it would count for
-//! every test in the binary). It counts per thread, so the test harness's
-//! own allocations on other threads do not disturb the counts.
-
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+//! Allocations are counted by `allocation-counter`, whose global allocator
+//! counts per thread, so the test harness's own allocations on other
+//! threads do not disturb the counts (and this crate needs no `unsafe`).
 
 use durlog::{HEADER_SIZE, append_record, parse_record};
 
-struct CountingAllocator;
-
-thread_local! {
-    /// Allocations (alloc, alloc_zeroed and realloc) made by this thread.
-    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
-}
-
-fn count_one() {
-    // `try_with`: the thread-local may already be gone while a thread exits.
-    let _ = ALLOCATIONS.try_with(|count| count.set(count.get() + 1));
-}
-
-// SAFETY: every method forwards to `System` with the caller's arguments
-// unchanged; counting touches only a const-initialised thread-local `Cell`,
-// which neither allocates nor unwinds.
-unsafe impl GlobalAlloc for CountingAllocator {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count_one();
-        // SAFETY: forwarded as received; the caller upholds `alloc`'s contract.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        count_one();
-        // SAFETY: as for `alloc`.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count_one();
-        // SAFETY: `ptr` came from this allocator, which is `System`.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from this allocator, which is `System`.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: CountingAllocator = CountingAllocator;
-
 /// Allocations this thread makes while running `f`.
 fn allocations_during(f: impl FnOnce()) -> u64 {
-    let before = ALLOCATIONS.with(Cell::get);
-    f();
-    ALLOCATIONS.with(Cell::get) - before
+    allocation_counter::measure(f).count_total
 }
 
 #[test]

@@ -11,17 +11,16 @@
 //! seeds mean would go unnoticed (the recover body checks that Open keeps
 //! every record of a valid directory, so a `valid_*` seed exercises that).
 //!
-//! Every input is also held to a bound on its largest single allocation
-//! (`ALLOCATION_BYTES_MAX`): libFuzzer stops a run at its malloc limit
-//! (`-rss_limit_mb=2048` in `.ci/fuzz`), which a plain test would pass by
-//! just allocating, so an input that makes the engine trust a length field
-//! would replay clean without it.
+//! Every input is also held to a bound on the heap it holds at its peak
+//! (`ALLOCATION_BYTES_MAX`, counted by `allocation-counter` on this thread;
+//! the peak bounds any single allocation): libFuzzer stops a run at its
+//! malloc limit (`-rss_limit_mb=2048` in `.ci/fuzz`), which a plain test
+//! would pass by just allocating, so an input that makes the engine trust a
+//! length field would replay clean without it.
 //!
 //! A crash input found by fuzzing is committed as `corpus/<target>/crash-*`
 //! (named for what it is) and replays here for ever.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
@@ -31,53 +30,11 @@ use durlog_tests::fuzz_targets::{
     fuzz_recover, fuzz_sim_ops,
 };
 
-/// The largest single allocation one corpus input may make. No input of
-/// these targets needs more than a few MiB (the structured ones are bounded,
-/// the raw ones are at most a few KiB); an allocation this large means a
-/// length read from the input was trusted.
-const ALLOCATION_BYTES_MAX: usize = 256 << 20;
-
-thread_local! {
-    /// The largest allocation this thread made since it was last reset.
-    static LARGEST_ALLOCATION: Cell<usize> = const { Cell::new(0) };
-}
-
-/// The system allocator, noting each thread's largest allocation.
-struct NotingAllocator;
-
-fn note_allocation(bytes: usize) {
-    // `try_with`: allocations during thread teardown are not noted.
-    let _ = LARGEST_ALLOCATION.try_with(|largest| largest.set(largest.get().max(bytes)));
-}
-
-// SAFETY: every call is forwarded to `System` unchanged.
-unsafe impl GlobalAlloc for NotingAllocator {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note_allocation(layout.size());
-        // SAFETY: the caller upholds `alloc`'s contract.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note_allocation(layout.size());
-        // SAFETY: the caller upholds `alloc_zeroed`'s contract.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note_allocation(new_size);
-        // SAFETY: the caller upholds `realloc`'s contract.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller upholds `dealloc`'s contract.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: NotingAllocator = NotingAllocator;
+/// The most heap one corpus input may hold at once. No input of these
+/// targets needs more than a few MiB (the structured ones are bounded, the
+/// raw ones are at most a few KiB); this much means a length read from the
+/// input was trusted.
+const ALLOCATION_BYTES_MAX: u64 = 256 << 20;
 
 /// Every file under `dir`, in subdirectories too, sorted by path.
 fn files_under(dir: &Path) -> Vec<PathBuf> {
@@ -154,8 +111,11 @@ fn replay_file(
     let mut failures = Vec::new();
     let bytes = std::fs::read(file)
         .unwrap_or_else(|error| panic!("cannot read {}: {error}", file.display()));
-    LARGEST_ALLOCATION.set(0);
-    if let Err(payload) = catch_unwind(AssertUnwindSafe(|| body(&bytes))) {
+    let mut outcome = Ok(());
+    let heap = allocation_counter::measure(|| {
+        outcome = catch_unwind(AssertUnwindSafe(|| body(&bytes)));
+    });
+    if let Err(payload) = outcome {
         failures.push(format!(
             "  {} ({} bytes): {}",
             file.display(),
@@ -163,12 +123,12 @@ fn replay_file(
             panic_message(payload.as_ref())
         ));
     }
-    let largest = LARGEST_ALLOCATION.get();
-    if largest > ALLOCATION_BYTES_MAX {
+    if heap.bytes_max > ALLOCATION_BYTES_MAX {
         failures.push(format!(
-            "  {}: allocated {largest} bytes at once, over the limit of {ALLOCATION_BYTES_MAX} \
+            "  {}: held {} bytes of heap at once, over the limit of {ALLOCATION_BYTES_MAX} \
              (libFuzzer reports this as out-of-memory)",
-            file.display()
+            file.display(),
+            heap.bytes_max
         ));
     }
     let name = file.file_name().and_then(|name| name.to_str());

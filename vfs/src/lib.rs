@@ -18,9 +18,11 @@ use std::io;
 use std::path::Path;
 
 mod posix;
+#[cfg(feature = "sim")]
 mod sim;
 
 pub use posix::PosixVfs;
+#[cfg(feature = "sim")]
 pub use sim::{
     Damage, FILE_BYTES_MAX, FaultConfig, FaultKind, PAGE_BYTES, ParseFaultError, SECTOR_BYTES,
     SimVfs, TraceEvent, TraceKind, injected_fault,

@@ -14,7 +14,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use durlog_vfs::{OpenMode, VfsFile};
 
 use crate::error::Error;
-use crate::format::{HEADER_SIZE, append_record, inspect_batch, parse_record};
+use crate::format::{append_record, inspect_batch, parse_record};
 
 use super::commit::{Group, GroupFailure};
 use super::lock;
@@ -304,7 +304,6 @@ fn debug_assert_group_bytes(group: &Group, buf: &[u8], segment_bytes: u64) {
             (member.seq, member.first_version, member.pending.count),
             "a group's record holds its member's seq and versions"
         );
-        assert!(record.len >= HEADER_SIZE);
         at += record.len;
     }
     assert_eq!(
