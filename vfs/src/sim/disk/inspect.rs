@@ -1,0 +1,171 @@
+//! Faults at rest, inspection and setup: what a simulator or a test calls
+//! besides the `Vfs` operations. None of it is counted, so the armed crash
+//! never fires during it; of it only the bit flips are traced.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::dirs::{Node, normalize, split};
+use super::{Disk, error, not_found};
+use crate::sim::fault::{Damage, FaultKind};
+use crate::sim::file::{FileData, FileNode};
+use crate::sim::trace::TraceEvent;
+
+impl Disk {
+    fn visible_file(&self, path: &Path) -> Option<&Arc<FileNode>> {
+        match self.lookup(&normalize(path)) {
+            Some(Node::File(node)) => Some(node),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn flip_bit_at_rest(&mut self, path: &Path, bit: u64) -> io::Result<Damage> {
+        let normal = normalize(path);
+        let Some(node) = self.visible_file(&normal).cloned() else {
+            return Err(not_found("flip bit in", &normal));
+        };
+        let mut data = node.lock();
+        let durable_bits = data.durable_bytes().len() as u64 * 8;
+        if bit >= durable_bits {
+            return Err(error(
+                io::ErrorKind::InvalidInput,
+                "flip bit in",
+                &normal,
+                &format!("bit {bit} is beyond the {durable_bits} durable bits"),
+            ));
+        }
+        data.flip_durable_bit(bit);
+        drop(data);
+        let damage = Damage {
+            // The name the file reports, which is `normal` unless the file
+            // has two names (see `FileNode`): as `damage()` will say.
+            path: node.path().to_path_buf(),
+            offset: bit / 8,
+            len: 1,
+            intended_offset: None,
+            bit: Some((bit % 8) as u8),
+            kind: FaultKind::BitFlipAtRest,
+        };
+        self.damage.push((damage.clone(), Arc::downgrade(&node)));
+        self.fault_on_file(FaultKind::BitFlipAtRest, &node, bit / 8, 1);
+        Ok(damage)
+    }
+
+    pub(crate) fn flip_random_bit_at_rest(&mut self) -> Option<Damage> {
+        let candidates: Vec<PathBuf> = self
+            .files()
+            .into_iter()
+            .filter(|path| {
+                self.visible_file(path)
+                    .is_some_and(|node| !node.lock().durable_bytes().is_empty())
+            })
+            .collect();
+        if candidates.is_empty() {
+            return None;
+        }
+        let path = candidates[self.below(candidates.len() as u64) as usize].clone();
+        let durable_bits = self.visible_file(&path)?.lock().durable_bytes().len() as u64 * 8;
+        let bit = self.below(durable_bits);
+        self.flip_bit_at_rest(&path, bit).ok()
+    }
+
+    pub(crate) fn damage(&self) -> Vec<Damage> {
+        self.damage
+            .iter()
+            .map(|(damage, node)| match node.upgrade() {
+                Some(node) => Damage {
+                    path: node.path().to_path_buf(),
+                    ..damage.clone()
+                },
+                None => damage.clone(),
+            })
+            .collect()
+    }
+
+    pub(crate) fn fault_counts(&self) -> BTreeMap<FaultKind, u64> {
+        self.fault_counts.clone()
+    }
+
+    pub(crate) fn trace(&self) -> Vec<TraceEvent> {
+        self.trace.events.clone()
+    }
+
+    pub(crate) fn clear_trace(&mut self) {
+        self.trace.events.clear();
+    }
+
+    pub(crate) fn trace_digest(&self) -> u64 {
+        self.trace.digest
+    }
+
+    pub(crate) fn set_trace_recording(&mut self, on: bool) {
+        self.trace.recording = on;
+    }
+
+    pub(crate) fn file_contents(&self, path: &Path) -> Option<Vec<u8>> {
+        self.visible_file(path)
+            .map(|node| node.lock().cached().to_vec())
+    }
+
+    pub(crate) fn durable_contents(&self, path: &Path) -> Option<Vec<u8>> {
+        let path = normalize(path);
+        let (parent, name) = split(&path, "").ok()?;
+        match self.dirs.get(parent)?.durable.get(name)? {
+            Node::File(node) => Some(node.lock().durable_bytes().to_vec()),
+            Node::Dir => None,
+        }
+    }
+
+    pub(crate) fn put_durable_file(&mut self, path: &Path, bytes: &[u8]) {
+        let path = normalize(path);
+        let (parent, name) = split(&path, "put_durable_file").expect("a file path");
+        self.create_dirs(parent)
+            .unwrap_or_else(|error| panic!("put_durable_file: {error}"));
+        let node = Arc::new(FileNode::new(
+            self.next_file_id,
+            Arc::from(path.as_path()),
+            FileData::durable(bytes),
+        ));
+        self.next_file_id += 1;
+        let dir = self.dirs.get_mut(parent).expect("created above");
+        assert!(
+            !matches!(dir.entries.get(name), Some(Node::Dir)),
+            "put_durable_file: {} is a directory",
+            path.display()
+        );
+        let old = dir
+            .entries
+            .insert(name.to_owned(), Node::File(Arc::clone(&node)));
+        dir.durable.insert(name.to_owned(), Node::File(node));
+        dir.pending.remove(name);
+        if let Some(Node::File(old)) = old {
+            old.unlink(&path);
+        }
+    }
+
+    pub(crate) fn files(&self) -> Vec<PathBuf> {
+        let mut files: Vec<PathBuf> = self
+            .dirs
+            .iter()
+            .flat_map(|(dir_path, dir)| {
+                dir.entries
+                    .iter()
+                    .filter_map(move |(name, node)| match node {
+                        Node::File(_) => Some(dir_path.join(name)),
+                        Node::Dir => None,
+                    })
+            })
+            .collect();
+        files.sort();
+        files
+    }
+
+    pub(crate) fn dirty_page_count(&self) -> u64 {
+        self.dirty_files
+            .values()
+            .map(|node| node.lock().dirty_page_count() as u64)
+            .sum()
+    }
+}

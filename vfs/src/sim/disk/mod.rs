@@ -1,0 +1,368 @@
+//! The state of one simulated disk behind `SimVfs`'s lock: the directory
+//! tree, the files, power, the fault RNG, the counters and the trace. Every
+//! operation of the `Vfs` and `VfsFile` traits is one method of [`Disk`],
+//! which checks power and handle, counts the operation, injects faults and
+//! traces.
+//!
+//! This file holds the state and what every operation shares: power, the
+//! count of operations with the crash armed to fire during one of them
+//! ([`Disk::counted`]), fault draws, tracing and errors. The operations
+//! live by what they change: `dirs.rs` names (directories and their
+//! entries), `files.rs` file contents, `crash.rs` what a power loss
+//! resolves, and `inspect.rs` faults at rest, inspection and setup.
+
+mod crash;
+mod dirs;
+mod files;
+mod inspect;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Weak};
+
+use rand::{Rng, RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::fault::{Damage, FaultConfig, FaultKind, injected};
+use super::file::{FileData, FileNode, chance};
+use super::trace::{Trace, TraceKind, path_hash};
+use dirs::Dir;
+
+fn error(kind: io::ErrorKind, what: &str, path: &Path, detail: &str) -> io::Error {
+    io::Error::new(kind, format!("{what} {}: {detail}", path.display()))
+}
+
+fn not_found(what: &str, path: &Path) -> io::Error {
+    error(
+        io::ErrorKind::NotFound,
+        what,
+        path,
+        "no such file or directory",
+    )
+}
+
+fn eio(what: &str, path: &Path, fault: FaultKind, detail: &str) -> io::Error {
+    injected(
+        io::ErrorKind::Other,
+        fault,
+        format!(
+            "{what} {}: input/output error (os error 5): {detail}",
+            path.display()
+        ),
+    )
+}
+
+fn crash_error(what: &str, path: &Path) -> io::Error {
+    injected(
+        io::ErrorKind::Other,
+        FaultKind::Crash,
+        format!(
+            "{what} {}: power lost during the call (crash_after_ops)",
+            path.display()
+        ),
+    )
+}
+
+/// A file operation's view of the handle it came through.
+pub(crate) struct Handle<'h> {
+    pub(crate) node: &'h Arc<FileNode>,
+    pub(crate) generation: u64,
+    pub(crate) writable: bool,
+}
+
+/// What a call's trace event and errors name: a path, or the file behind
+/// a handle (by its name at the time).
+#[derive(Clone, Copy)]
+enum Target<'t> {
+    Path(&'t Path),
+    File(&'t Arc<FileNode>),
+}
+
+/// One call of the `Vfs` or `VfsFile` traits, as its trace event and its
+/// errors name it.
+#[derive(Clone, Copy)]
+struct Call<'c> {
+    kind: TraceKind,
+    what: &'c str,
+    target: Target<'c>,
+    offset: u64,
+    len: u64,
+}
+
+impl Target<'_> {
+    /// The name an error gives (a file's, looked up only for an error).
+    fn name(self) -> Arc<Path> {
+        match self {
+            Target::Path(path) => Arc::from(path),
+            Target::File(node) => node.path(),
+        }
+    }
+}
+
+impl<'c> Call<'c> {
+    fn on_path(kind: TraceKind, what: &'c str, path: &'c Path) -> Call<'c> {
+        let target = Target::Path(path);
+        Call {
+            kind,
+            what,
+            target,
+            offset: 0,
+            len: 0,
+        }
+    }
+
+    fn on_file(
+        kind: TraceKind,
+        what: &'c str,
+        node: &'c Arc<FileNode>,
+        offset: u64,
+        len: u64,
+    ) -> Call<'c> {
+        let target = Target::File(node);
+        Call {
+            kind,
+            what,
+            target,
+            offset,
+            len,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct Disk {
+    rng: ChaCha8Rng,
+    faults: FaultConfig,
+    weights: [f64; FaultKind::COUNT],
+    dirs: BTreeMap<PathBuf, Dir>,
+    /// Files a crash may change (dirty or dropped pages, unsynced size), by
+    /// creation order. A crash visits only these.
+    dirty_files: BTreeMap<u64, Arc<FileNode>>,
+    /// Directories with pending creates or removes.
+    dirty_dirs: BTreeSet<PathBuf>,
+    next_file_id: u64,
+    /// Bumped at every power loss; a handle opened under another generation
+    /// is dead.
+    generation: u64,
+    halted: bool,
+    op_count: u64,
+    crash_at_op: Option<u64>,
+    misdirected_done: bool,
+    /// With the file each hit: `damage()` names it by its path then, so a
+    /// rename after the damage is followed. Weak, so a removed file's
+    /// content is not kept alive for this.
+    damage: Vec<(Damage, Weak<FileNode>)>,
+    fault_counts: BTreeMap<FaultKind, u64>,
+    trace: Trace,
+    /// The path of events that have none (crash, reboot).
+    no_path: Arc<Path>,
+}
+
+impl Disk {
+    pub(crate) fn new(seed: u64, faults: FaultConfig) -> Disk {
+        let mut dirs = BTreeMap::new();
+        // The two roots: absolute paths hang off "/", relative ones off "".
+        dirs.insert(PathBuf::from("/"), Dir::default());
+        dirs.insert(PathBuf::new(), Dir::default());
+        Disk {
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            weights: faults.weight_table(),
+            faults,
+            dirs,
+            dirty_files: BTreeMap::new(),
+            dirty_dirs: BTreeSet::new(),
+            next_file_id: 0,
+            generation: 0,
+            halted: false,
+            op_count: 0,
+            crash_at_op: None,
+            misdirected_done: false,
+            damage: Vec::new(),
+            fault_counts: BTreeMap::new(),
+            trace: Trace::new(),
+            no_path: Arc::from(Path::new("")),
+        }
+    }
+
+    // ----- power, counting, faults, tracing -----
+
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    pub(crate) fn is_halted(&self) -> bool {
+        self.halted
+    }
+
+    pub(crate) fn op_count(&self) -> u64 {
+        self.op_count
+    }
+
+    pub(crate) fn crash_after_ops(&mut self, n: u64) {
+        self.crash_at_op = (n > 0).then(|| self.op_count + n);
+    }
+
+    pub(crate) fn faults(&self) -> FaultConfig {
+        self.faults.clone()
+    }
+
+    pub(crate) fn set_faults(&mut self, faults: FaultConfig) {
+        self.weights = faults.weight_table();
+        self.faults = faults;
+    }
+
+    /// Runs a counted call (one that mutates or syncs): counts it, then
+    /// runs `effect`, which is told whether the armed crash fires during
+    /// this call. What `effect` leaves in the cache stays there either way.
+    /// If the crash fires, the call is traced as failed, power is lost (the
+    /// crash resolves what `effect` did like any other unsynced change) and
+    /// the crash error is returned instead of `effect`'s result.
+    fn counted<T>(
+        &mut self,
+        call: Call<'_>,
+        effect: impl FnOnce(&mut Disk, bool) -> T,
+    ) -> io::Result<T> {
+        self.op_count += 1;
+        let crashing = self.crash_at_op == Some(self.op_count);
+        if crashing {
+            self.crash_at_op = None;
+        }
+        let value = effect(self, crashing);
+        if !crashing {
+            return Ok(value);
+        }
+        self.trace_call(call, false);
+        self.power_loss();
+        // A file is named as the crash left it.
+        Err(crash_error(call.what, &call.target.name()))
+    }
+
+    /// Draws whether `kind` fires now. Draws nothing when it is off, so a
+    /// fault-free run never touches the RNG.
+    fn fires(&mut self, kind: FaultKind) -> bool {
+        let weight = self.weights[kind.index()];
+        weight > 0.0 && chance(&mut self.rng, weight)
+    }
+
+    fn below(&mut self, bound: u64) -> u64 {
+        self.rng.random_range(0..bound)
+    }
+
+    fn coin(&mut self) -> bool {
+        self.rng.next_u64() & 1 == 1
+    }
+
+    fn count_fault(&mut self, kind: FaultKind) {
+        *self.fault_counts.entry(kind).or_insert(0) += 1;
+    }
+
+    fn record(
+        &mut self,
+        kind: TraceKind,
+        path: &Arc<Path>,
+        hash: u64,
+        offset: u64,
+        len: u64,
+        ok: bool,
+    ) {
+        self.trace.record(kind, path, hash, offset, len, ok);
+    }
+
+    /// Traces an event on a path that has no precomputed hash.
+    fn record_path(&mut self, kind: TraceKind, path: &Path, offset: u64, len: u64, ok: bool) {
+        let hash = path_hash(path);
+        let path: Arc<Path> = if self.trace.recording {
+            Arc::from(path)
+        } else {
+            Arc::clone(&self.no_path)
+        };
+        self.trace.record(kind, &path, hash, offset, len, ok);
+    }
+
+    fn record_file(
+        &mut self,
+        kind: TraceKind,
+        node: &Arc<FileNode>,
+        offset: u64,
+        len: u64,
+        ok: bool,
+    ) {
+        let hash = node.path_hash();
+        if self.trace.recording {
+            node.with_path(|path| self.trace.record(kind, path, hash, offset, len, ok));
+        } else {
+            // Only the digest: no lock, no reference count touched.
+            self.trace
+                .record(kind, &self.no_path, hash, offset, len, ok);
+        }
+    }
+
+    fn trace_call(&mut self, call: Call<'_>, ok: bool) {
+        let Call {
+            kind, offset, len, ..
+        } = call;
+        match call.target {
+            Target::Path(path) => self.record_path(kind, path, offset, len, ok),
+            Target::File(node) => self.record_file(kind, node, offset, len, ok),
+        }
+    }
+
+    fn fault_on_file(&mut self, fault: FaultKind, node: &Arc<FileNode>, offset: u64, len: u64) {
+        self.count_fault(fault);
+        self.record_file(TraceKind::Fault(fault), node, offset, len, true);
+    }
+
+    /// Fails (and traces the failed call) if the disk is down.
+    fn check_up(&mut self, call: Call<'_>) -> io::Result<()> {
+        if self.halted {
+            self.trace_call(call, false);
+            return Err(injected(
+                io::ErrorKind::Other,
+                FaultKind::Crash,
+                format!(
+                    "{} {}: the disk is down (halted, not rebooted)",
+                    call.what,
+                    call.target.name().display()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The error for an operation through `handle` if the disk is down or
+    /// the handle died in a crash.
+    fn handle_error(&self, what: &str, handle: &Handle<'_>) -> Option<io::Error> {
+        let detail = if self.halted {
+            "the disk is down (halted, not rebooted)"
+        } else if handle.generation != self.generation {
+            "the handle died in a crash; open the file again"
+        } else {
+            return None;
+        };
+        Some(injected(
+            io::ErrorKind::Other,
+            FaultKind::Crash,
+            format!("{what} {}: {detail}", handle.node.path().display()),
+        ))
+    }
+
+    /// Fails (and traces the failed call) if the disk is down or the
+    /// handle dead.
+    fn check_handle(&mut self, call: Call<'_>, handle: &Handle<'_>) -> io::Result<()> {
+        match self.handle_error(call.what, handle) {
+            None => Ok(()),
+            Some(error) => {
+                self.trace_call(call, false);
+                Err(error)
+            }
+        }
+    }
+
+    fn note_dirty_file(&mut self, node: &Arc<FileNode>, data: &mut FileData) {
+        if !data.in_dirty_files {
+            data.in_dirty_files = true;
+            self.dirty_files.insert(node.id, Arc::clone(node));
+        }
+    }
+}
