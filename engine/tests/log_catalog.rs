@@ -3,6 +3,8 @@
 
 mod common;
 
+use std::sync::{Arc, Mutex};
+
 use common::{Backend, clock, event};
 use durlog::{Error, Event, Expected, Log, Options, Tail, segment_name};
 
@@ -725,21 +727,78 @@ fn read_only_open_changes_nothing() {
 
 #[test]
 fn a_read_of_damaged_bytes_is_an_error_naming_the_file_never_wrong_data() {
-    let backend = Backend::sim(9);
-    let log = backend.open(clock(0)).unwrap();
-    one_two_three(&log);
-    let Backend::Sim { vfs } = &backend else {
-        unreachable!()
-    };
-    // Bit 31 of the first record's length field: it now claims 2 GiB.
-    vfs.flip_bit_at_rest(&backend.path(SEG1), 31).unwrap();
-    let error = log.read("s", 1, 10).unwrap_err();
-    match &error {
-        Error::Corrupt {
-            file, offset: 0, ..
-        } => assert_eq!(*file, backend.path(SEG1)),
-        other => panic!("{other}"),
+    // Bit 31 of the length field (the record now claims 2 GiB, and no read
+    // may size an allocation by it), and every bit of the data `one`, whose
+    // record still has the right length: only the CRC can tell.
+    let data_bits = (46 * 8)..(49 * 8);
+    for bit in std::iter::once(31).chain(data_bits) {
+        let backend = Backend::sim(9);
+        let log = backend.open(clock(0)).unwrap();
+        one_two_three(&log);
+        let Backend::Sim { vfs } = &backend else {
+            unreachable!()
+        };
+        vfs.flip_bit_at_rest(&backend.path(SEG1), bit).unwrap();
+        let error = log.read("s", 1, 10).unwrap_err();
+        match &error {
+            Error::Corrupt {
+                file, offset: 0, ..
+            } => assert_eq!(*file, backend.path(SEG1), "bit {bit}"),
+            other => panic!("bit {bit}: {other}"),
+        }
+        // The records the damage did not touch still read back.
+        assert_eq!(log.read("s", 2, 10).unwrap().len(), 2, "bit {bit}");
     }
-    // The records the damage did not touch still read back.
-    assert_eq!(log.read("s", 2, 10).unwrap().len(), 2);
+}
+
+/// The names and sizes SPEC section 4 fixes, as literals: tests outside
+/// the project use them, so a change here is a change of contract.
+#[test]
+fn the_contract_constants_are_the_specs() {
+    assert_eq!(durlog::DEFAULT_SEGMENT_BYTES, 64 << 20);
+    assert_eq!(durlog::DEFAULT_SEGMENT_BYTES, 67_108_864);
+    assert_eq!(
+        durlog::FAILPOINT_AFTER_WRITE,
+        "dur/log/after-write-before-fsync"
+    );
+    assert_eq!(durlog::HEADER_SIZE, 16);
+}
+
+/// `segment_bytes: 0` means 64 MiB: 63 records of 1 MiB and 46 bytes fill
+/// a segment to 66,063,186 bytes, and the 64th, which would take it past
+/// 67,108,864, opens the second.
+#[test]
+fn the_default_segment_holds_64_mib() {
+    let backend = Backend::sim(1);
+    let log = backend.open(clock(0)).unwrap();
+    let data = vec![0x5A; 1 << 20];
+    for _ in 0..64 {
+        log.append("s", Expected::Any, &[event("t", &data)])
+            .unwrap();
+    }
+    assert_eq!(backend.files(), [SEG1.to_owned(), segment_name(64)]);
+    assert_eq!(backend.read_file(SEG1).len(), 63 * 1_048_622);
+    assert_eq!(log.stats().segments_created, 2);
+}
+
+/// The failpoint between write and sync is called by its literal name,
+/// once per group commit, and nowhere else.
+#[test]
+fn the_failpoint_has_its_literal_name() {
+    let backend = Backend::sim(2);
+    let names = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&names);
+    let options = Options {
+        failpoint: Some(Arc::new(move |name: &str| {
+            seen.lock().unwrap().push(name.to_owned());
+            Ok(())
+        })),
+        ..clock(0)
+    };
+    let log = backend.open(options).unwrap();
+    one_two_three(&log);
+    assert_eq!(
+        *names.lock().unwrap(),
+        ["dur/log/after-write-before-fsync"; 3]
+    );
 }

@@ -165,35 +165,81 @@ fn a_failed_write_or_sync_leaves_no_trace() {
     }
 }
 
+/// How a cut-back can fail after a group's sync failed: its truncate, or
+/// its sync alone (the truncate then sits in the page cache only).
+#[derive(Clone, Copy, Debug)]
+enum CutBackFailure {
+    Truncate,
+    SyncOnly,
+}
+
 #[test]
 fn a_cut_back_that_fails_poisons_the_log_until_reopen() {
-    for backend in Backend::all() {
-        let (log, recorder) = backend.open_recorded(clock(0)).unwrap();
-        log.append("s", Expected::Any, &[event("t", b"one")])
-            .unwrap();
-        recorder.fail_next_sync();
-        recorder.fail_next_set_len();
-        assert!(matches!(
-            log.append("s", Expected::Any, &[event("t", b"two")]),
-            Err(Error::Io(_))
-        ));
-        assert!(log.is_poisoned());
-        let error = log
-            .append("s", Expected::Any, &[event("t", b"three")])
-            .unwrap_err();
-        assert!(matches!(error, Error::Poisoned), "{error}");
-        assert!(error.to_string().contains("reopen"), "{error}");
-        assert_eq!(log.read("s", 1, 10).unwrap().len(), 1, "reads keep working");
-        drop(log);
-        // The unacknowledged record may survive, whole; never half of it.
-        let log = backend.open(clock(0)).unwrap();
-        assert!((1..=2).contains(&log.version("s")));
-        assert_eq!(
-            log.append("s", Expected::Any, &[event("t", b"four")])
-                .unwrap(),
-            log.version("s")
-        );
+    for failure in [CutBackFailure::Truncate, CutBackFailure::SyncOnly] {
+        for backend in Backend::all() {
+            let (log, recorder) = backend.open_recorded(clock(0)).unwrap();
+            log.append("s", Expected::Any, &[event("t", b"one")])
+                .unwrap();
+            recorder.fail_next_sync();
+            match failure {
+                CutBackFailure::Truncate => recorder.fail_next_set_len(),
+                // The group's sync (0) and the cut-back's (1).
+                CutBackFailure::SyncOnly => recorder.fail_nth_sync(1),
+            }
+            assert!(matches!(
+                log.append("s", Expected::Any, &[event("t", b"two")]),
+                Err(Error::Io(_))
+            ));
+            assert!(log.is_poisoned(), "{failure:?} on {}", backend.name());
+            let error = log
+                .append("s", Expected::Any, &[event("t", b"three")])
+                .unwrap_err();
+            assert!(matches!(error, Error::Poisoned), "{error}");
+            assert!(error.to_string().contains("reopen"), "{error}");
+            assert_eq!(log.read("s", 1, 10).unwrap().len(), 1, "reads keep working");
+            drop(log);
+            // The unacknowledged record may survive, whole; never half of it.
+            let log = backend.open(clock(0)).unwrap();
+            assert!((1..=2).contains(&log.version("s")));
+            assert_eq!(
+                log.append("s", Expected::Any, &[event("t", b"four")])
+                    .unwrap(),
+                log.version("s")
+            );
+        }
     }
+}
+
+/// Appends queued behind a group that poisons the log fail with
+/// `Poisoned` when their turn comes: none is written, none hangs.
+#[test]
+fn appends_queued_before_a_poisoning_fail_with_poisoned() {
+    let backend = Backend::sim(3);
+    let options = Options {
+        // The second append does not fit beside the first: a group of its
+        // own, after the one that fails.
+        segment_bytes: 80,
+        ..clock(0)
+    };
+    let (log, recorder) = backend.open_recorded(options).unwrap();
+    let first = log
+        .submit("s", Expected::Any, &[event("t", b"one")])
+        .unwrap();
+    let second = log
+        .submit("s", Expected::Any, &[event("t", &[7; 40])])
+        .unwrap();
+    recorder.fail_next_sync();
+    recorder.fail_next_set_len();
+    assert_eq!(log.commit_next_group(), 1, "the first append alone");
+    assert!(matches!(log.take_outcome(first), Some(Err(Error::Io(_)))));
+    assert!(log.is_poisoned());
+    assert_eq!(log.queued(), 1);
+    assert_eq!(log.commit_next_group(), 1);
+    assert!(matches!(
+        log.take_outcome(second),
+        Some(Err(Error::Poisoned))
+    ));
+    assert_eq!(log.queued(), 0);
 }
 
 /// A crash exactly between write and sync keeps the 5 acknowledged versions

@@ -194,7 +194,9 @@ struct RecorderState {
     ops: Vec<Op>,
     /// Fail the next write with this many bytes written first.
     fail_next_write: Option<usize>,
-    fail_next_sync: bool,
+    /// File syncs seen so far, and which ones (by that count) fail.
+    syncs: usize,
+    failing_syncs: Vec<usize>,
     fail_next_set_len: bool,
 }
 
@@ -219,7 +221,14 @@ impl Recorder {
     }
 
     pub fn fail_next_sync(&self) {
-        self.state.lock().unwrap().fail_next_sync = true;
+        self.fail_nth_sync(0);
+    }
+
+    /// Fails the `n`-th file sync from now (0: the next one) and no other.
+    pub fn fail_nth_sync(&self, n: usize) {
+        let mut state = self.state.lock().unwrap();
+        let at = state.syncs + n;
+        state.failing_syncs.push(at);
     }
 
     pub fn fail_next_set_len(&self) {
@@ -315,7 +324,13 @@ impl VfsFile for RecordedFile {
     }
     fn sync_data(&self) -> io::Result<()> {
         self.recorder.push(Op::SyncData(self.name.clone()));
-        if std::mem::take(&mut self.recorder.state.lock().unwrap().fail_next_sync) {
+        let fails = {
+            let mut state = self.recorder.state.lock().unwrap();
+            let this = state.syncs;
+            state.syncs += 1;
+            state.failing_syncs.contains(&this)
+        };
+        if fails {
             return Err(injected("fdatasync"));
         }
         self.inner.sync_data()
