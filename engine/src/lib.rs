@@ -30,5 +30,5 @@ pub use log::{
     Clock, DEFAULT_SEGMENT_BYTES, FAILPOINT_AFTER_WRITE, Failpoint, Log, NextSegment, Options,
     SEGMENT_BYTES_MAX, Ticket, Tuning,
 };
-pub use recovery::{GROUP_BYTES_MAX, RecoveryReport, Tail};
+pub use recovery::{GROUP_BYTES_MAX, RecoveryReport, Refusal, Rule, Tail};
 pub use stats::{Histogram, Stats};

@@ -380,7 +380,8 @@ fn quota_rejects_and_resumes() {
                 limit: 149,
                 needed: 199,
             }) => {}
-            other => panic!("{}: {other:?}", backend.name()),
+            Err(other) => panic!("{}: {other}", backend.name()),
+            Ok(_) => panic!("{}: a misplaced record was believed", backend.name()),
         }
         assert_eq!(backend.snapshot(), before);
         assert_eq!((log.size(), log.version("s"), log.last_seq()), (149, 3, 3));
@@ -506,10 +507,6 @@ fn garbage_tails_are_truncated() {
                 ]
                 .concat(),
             ),
-            (
-                "repeated record",
-                [full.clone(), full[98..].to_vec()].concat(),
-            ),
             ("absurd length", absurd_length),
             (
                 "half a header",
@@ -630,11 +627,11 @@ fn damage_to_the_structure_is_refused() {
             Err(Error::Corrupt { .. })
         ));
         restore(&backend);
-        // A file that is not a segment at all, and one that looks like one.
+        // Files named like segments (ending in .log) that are not ones.
         for stranger in [
-            "notes.txt",
             "0000000000000000001.log",
-            "00000000000000000010.log.tmp",
+            "garbage.log",
+            "00000000000000000abc.log",
         ] {
             backend.write_file(stranger, b"hello");
             let error = backend
@@ -650,6 +647,76 @@ fn damage_to_the_structure_is_refused() {
         }
         assert_eq!(backend.snapshot(), clean);
         assert_eq!(backend.open(options).unwrap().last_seq(), 9);
+    }
+}
+
+/// A record repeated right after itself is a copy at the wrong place (a
+/// misdirected write), not a torn tail: a torn write cannot make a valid
+/// record with an old seq. Open refuses it and changes nothing.
+#[test]
+fn a_repeated_record_at_the_end_is_refused_as_misplaced() {
+    for backend in Backend::all() {
+        let full = written_one_two_three(&backend);
+        let repeated = [full.clone(), full[98..].to_vec()].concat();
+        backend.write_file(SEG1, &repeated);
+        match backend.open(clock(0)) {
+            Err(Error::Corrupt {
+                file,
+                offset,
+                reason,
+            }) => {
+                assert_eq!((file, offset), (backend.path(SEG1), 149));
+                assert!(reason.contains("misplaced"), "{reason}");
+            }
+            Err(other) => panic!("{}: {other}", backend.name()),
+            Ok(_) => panic!("{}: a misplaced record was believed", backend.name()),
+        }
+        assert_eq!(backend.read_file(SEG1), repeated);
+    }
+}
+
+/// Entries that are not the log's (SPEC 2.4, "Directory contents") are
+/// passed over, listed, and never changed; the log opens, appends and
+/// reopens around them.
+#[test]
+fn foreign_entries_are_ignored_and_left_alone() {
+    for backend in Backend::all() {
+        let log = backend.open(clock(0)).unwrap();
+        one_two_three(&log);
+        drop(log);
+        let foreign = [
+            ".DS_Store",
+            "README",
+            "notes.txt",
+            "00000000000000000010.log.tmp",
+        ];
+        for name in foreign {
+            backend.write_file(name, name.as_bytes());
+        }
+        let lost_found = backend.path("lost+found");
+        backend.vfs().create_dir_all(&lost_found).unwrap();
+        let log = backend.open(clock(0)).unwrap();
+        let mut ignored: Vec<_> = foreign.iter().map(|name| backend.path(name)).collect();
+        ignored.push(lost_found);
+        ignored.sort();
+        assert_eq!(log.recovery().ignored, ignored, "{}", backend.name());
+        assert_eq!(
+            log.append("s", Expected::Exact(3), &[event("t", b"four")])
+                .unwrap(),
+            4
+        );
+        drop(log);
+        let log = backend.open(clock(0)).unwrap();
+        assert_eq!(log.version("s"), 4);
+        assert_eq!(
+            durlog::recovery::verify(&*backend.vfs(), &backend.dir())
+                .unwrap()
+                .ignored,
+            ignored
+        );
+        for name in foreign {
+            assert_eq!(backend.read_file(name), name.as_bytes(), "{name} untouched");
+        }
     }
 }
 

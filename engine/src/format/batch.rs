@@ -8,11 +8,11 @@ use super::MAX_NAME_BYTES;
 
 /// Bytes a batch needs before its first event: stream length (2),
 /// first version (8), count (4), plus the stream name itself.
-const BATCH_FIXED_BYTES: usize = 2 + 8 + 4;
+pub(super) const BATCH_FIXED_BYTES: usize = 2 + 8 + 4;
 
 /// Bytes an event needs besides its type and data: type length (2), at (8),
 /// data length (4).
-const EVENT_FIXED_BYTES: usize = 2 + 8 + 4;
+pub(super) const EVENT_FIXED_BYTES: usize = 2 + 8 + 4;
 
 /// Where `first_version` sits in a batch whose stream name is `stream_len`
 /// bytes: after the name's length and the name.

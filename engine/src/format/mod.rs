@@ -30,6 +30,13 @@ pub const MAX_NAME_BYTES: usize = u16::MAX as usize;
 /// Largest record payload, in bytes (a `u32` length on disk).
 pub const MAX_PAYLOAD_BYTES: u64 = u32::MAX as u64;
 
+/// The smallest record there can be: a header and a batch of one event
+/// with an empty stream name, type and data. Recovery bounds how many
+/// records fit in a span of bytes with it.
+pub const RECORD_BYTES_MIN: u64 =
+    (HEADER_SIZE + batch::BATCH_FIXED_BYTES + batch::EVENT_FIXED_BYTES) as u64;
+const _: () = assert!(RECORD_BYTES_MIN == 44);
+
 // The header's fields, each placed right after the one before:
 //
 //   offset size field
@@ -201,6 +208,18 @@ pub fn segment_name(first_seq: u64) -> String {
 /// only, renamed to the new segment's name at the roll. Not a segment name,
 /// so recovery never reads it as one; `Log::open` removes it.
 pub const NEXT_SEGMENT_NAME: &str = "next-segment.zeros";
+
+/// The lock file a writer holds for as long as its log is open: one
+/// process (and one `Log`) writes a directory at a time. Its bytes mean
+/// nothing; recovery passes it over.
+pub const LOCK_FILE_NAME: &str = "durlog.lock";
+
+/// True for the names a log owns besides its segments and bookkeeping
+/// files: anything ending in `.log`. Such a file that is not a segment is
+/// damage; any other name in the directory is not the log's business.
+pub fn looks_like_a_segment(name: &str) -> bool {
+    name.ends_with(".log")
+}
 
 /// The first seq named by a segment file name, if `name` is one.
 pub fn parse_segment_name(name: &str) -> Option<u64> {

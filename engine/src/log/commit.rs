@@ -14,7 +14,6 @@ use std::thread::Thread;
 use crate::error::{Error, Expected};
 use crate::format::{HEADER_SIZE, batch_stream, set_first_version};
 use crate::index::{Index, Location};
-use crate::recovery::GROUP_BYTES_MAX;
 use crate::segment::SegmentMeta;
 use crate::stats::Stats;
 
@@ -315,7 +314,7 @@ pub(crate) fn form_group(
             group.offset = 0;
             group.sealed_bytes = state.size;
         }
-        if !group.members.is_empty() && group.bytes + record_len > GROUP_BYTES_MAX {
+        if !group.members.is_empty() && group.bytes + record_len > settings.group_bytes_max {
             break;
         }
         let mut pending = commit.queue.pop_front().expect("front exists");

@@ -49,12 +49,11 @@ impl Log {
         options: Options,
         tuning: Tuning,
     ) -> Result<Log, Error> {
-        let vfs: Arc<dyn Vfs> = Arc::new(vfs);
-        let dir = dir.as_ref();
+        let settings = Arc::new(Settings::new(Arc::new(vfs), dir.as_ref(), options, tuning));
+        let (vfs, dir) = (settings.vfs.as_ref(), settings.dir.as_path());
         vfs.create_dir_all(dir)?;
-        let scanned = recovery::scan(vfs.as_ref(), dir, &mut |_| {})?;
-        let (report, active) = make_durable(vfs.as_ref(), dir, scanned.report.clone(), &scanned)?;
-        let settings = Arc::new(Settings::new(vfs, dir, options, tuning));
+        let scanned = recovery::scan(vfs, dir, settings.group_bytes_max, &mut |_| {})?;
+        let (report, active) = make_durable(vfs, dir, scanned.report.clone(), &scanned)?;
         let active_len = scanned.segments.last().map_or(0, |segment| segment.len);
         let size = report.record_bytes;
         let writer = Writer::new(active, active_len, size - active_len);
@@ -68,11 +67,15 @@ impl Log {
     /// directory is created, no torn tail truncated, nothing synced), and
     /// appends fail with `Error::ReadOnly`. Reads see the valid records.
     pub fn open_read_only(vfs: impl Vfs + 'static, dir: impl AsRef<Path>) -> Result<Log, Error> {
-        let vfs: Arc<dyn Vfs> = Arc::new(vfs);
-        let dir = dir.as_ref();
-        let scanned = recovery::scan(vfs.as_ref(), dir, &mut |_| {})?;
+        let settings = Settings::new(
+            Arc::new(vfs),
+            dir.as_ref(),
+            Options::default(),
+            Tuning::default(),
+        );
+        let (vfs, dir) = (settings.vfs.as_ref(), settings.dir.as_path());
+        let scanned = recovery::scan(vfs, dir, settings.group_bytes_max, &mut |_| {})?;
         log_opened(dir, &scanned.report);
-        let settings = Settings::new(vfs, dir, Options::default(), Tuning::default());
         let report = scanned.report.clone();
         Ok(assemble(Arc::new(settings), scanned, report, None, 0))
     }
@@ -125,10 +128,16 @@ fn warn_torn_tail(report: &RecoveryReport) {
         offset,
         bytes,
         reason,
+        may_be_acknowledged,
     } = &report.tail
     {
+        let what = if *may_be_acknowledged {
+            "one flipped bit would make it valid, so it may have been an acknowledged record damaged at rest"
+        } else {
+            "an append that was never acknowledged"
+        };
         log::warn!(
-            "durlog: truncated a torn tail of {bytes} bytes at {}:{offset} ({reason}); last good seq {}",
+            "durlog: truncated a torn tail of {bytes} bytes at {}:{offset} ({reason}; {what}); last good seq {}",
             file.display(),
             report.last_seq
         );

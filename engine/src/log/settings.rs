@@ -9,7 +9,8 @@ use std::sync::Arc;
 use durlog_vfs::Vfs;
 
 use crate::error::Error;
-use crate::format::{NEXT_SEGMENT_NAME, segment_name};
+use crate::format::{LOCK_FILE_NAME, NEXT_SEGMENT_NAME, segment_name};
+use crate::recovery::GROUP_BYTES_MAX;
 
 /// Default size limit of a segment file.
 pub const DEFAULT_SEGMENT_BYTES: u64 = 64 << 20;
@@ -80,6 +81,13 @@ pub struct Tuning {
     pub gather_yields: usize,
     /// Who prepares the next segment file, and when.
     pub next_segment: NextSegment,
+    /// The most record bytes one group commit writes (a single larger
+    /// record is a group of its own), at most [`GROUP_BYTES_MAX`]. Recovery
+    /// relies on it: a valid record further than this past damage proves
+    /// the damage was synced. Every writer of a log must use a value no
+    /// larger than the one its Opens use; the default suits all of them.
+    /// The simulator lowers it so that rule is exercised on small logs.
+    pub group_bytes_max: u64,
 }
 
 /// How the file of the next segment comes to exist.
@@ -109,6 +117,7 @@ impl Default for Tuning {
             preallocate_group_bytes_max: 128 << 10,
             gather_yields: 4,
             next_segment: NextSegment::Background,
+            group_bytes_max: GROUP_BYTES_MAX,
         }
     }
 }
@@ -122,10 +131,14 @@ pub(crate) struct Settings {
     pub segment_bytes: u64,
     pub quota: Quota,
     pub tuning: Tuning,
+    /// `Tuning::group_bytes_max`, within `1..=GROUP_BYTES_MAX`.
+    pub group_bytes_max: u64,
     now: Option<Clock>,
     failpoint: Option<Failpoint>,
     /// Where the next segment is prepared: `dir/NEXT_SEGMENT_NAME`.
     pub next_path: PathBuf,
+    /// The file a writer locks: `dir/LOCK_FILE_NAME`.
+    pub lock_path: PathBuf,
 }
 
 impl Settings {
@@ -142,9 +155,11 @@ impl Settings {
                 max_bytes: options.max_bytes,
             },
             tuning,
+            group_bytes_max: tuning.group_bytes_max.clamp(1, GROUP_BYTES_MAX),
             now: options.now,
             failpoint: options.failpoint,
             next_path: dir.join(NEXT_SEGMENT_NAME),
+            lock_path: dir.join(LOCK_FILE_NAME),
         }
     }
 

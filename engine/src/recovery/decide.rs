@@ -1,54 +1,135 @@
 //! What the first damaged record means: FORMAT.md's decision list, in code.
 //!
+//! Only the log's last write can be unsynced at a crash, and it starts at
+//! the end of the acknowledged records (everything before was synced). So
+//! a torn write leaves, after the damage at offset `d` (where seq `e` was
+//! expected), only bytes that write put there, zeros, and at most one
+//! sector of garbage; every valid record after `d` is one of its records,
+//! at the very offset it wrote it to. Anything else proves the damage is
+//! in acknowledged data:
+//!
 //! | rule | the bytes at and after the damage | decision |
 //! |---|---|---|
-//! | sealed | the damage is in a segment a later one follows | `Corrupt` |
-//! | zero tail | zeros only, to the end of the file | end of the log |
-//! | higher seq | a CRC-valid record with a seq above the one expected | `Corrupt` (misplaced) |
-//! | single bit | one flipped bit makes the record valid, and the next follows | `Corrupt` (flip at rest) |
-//! | beyond group | a valid later record ends past [`GROUP_BYTES_MAX`] | `Corrupt` (synced damage) |
-//! | torn | none of the above | torn tail: truncate |
+//! | [`Rule::Sealed`] | the damage is in a segment a later one follows | refuse |
+//! | [`Rule::ZeroTail`] | zeros only, to the end of the file | end of the log |
+//! | [`Rule::SeqAtDamage`] | a valid record at `d` whose seq is not `e` | refuse (misplaced) |
+//! | [`Rule::BeyondGroup`] | a valid later record ends past the group window | refuse (synced damage) |
+//! | [`Rule::SingleBit`] | one flipped bit makes the record valid, and the next follows | refuse (flip at rest) |
+//! | [`Rule::Misplaced`] | a valid later record where the torn write cannot have put it | refuse (misplaced) |
+//! | [`Rule::Torn`] | none of the above | torn tail: truncate |
 //!
 //! The rules are tried in this order, each on one stable copy of the bytes
 //! (read until two reads agree), and the first that applies decides.
+//! Candidates for the rules that look beyond `d` are the valid records
+//! (CRC and batch) after `d` whose seq is at least `e`; an older seq would
+//! be a copy of an acknowledged record, which an event's data may
+//! legitimately carry. (A valid record with a seq of `e` or more inside an
+//! event's data, say a record of another log stored as an event, could
+//! make a torn tail look misplaced: Open would refuse where it could have
+//! truncated. That takes a foreign record with a future seq at a place a
+//! crash exposes; FORMAT.md lists it.)
 
 use std::convert::Infallible;
 use std::path::Path;
 
-use crate::error::Error;
-use crate::format::{HEADER_SIZE, Header, inspect_batch, parse_record, single_bit_repair};
+use crate::format::{
+    HEADER_SIZE, Header, RECORD_BYTES_MIN, inspect_batch, parse_record, single_bit_repair,
+};
 use crate::segment::Window;
 
-use super::{Damage, Scanner, Tail, corrupt, read_until_two_agree};
+use super::{Damage, Refusal, Scanner, Tail, corrupt, read_until_two_agree};
 
 /// The most bytes one group commit writes in a single write-and-sync,
-/// unless a single record is larger (it is then a group of its own).
+/// unless a single record is larger (it is then a group of its own), and
+/// the window recovery assumes by default (`Tuning::group_bytes_max` may
+/// only lower it).
 ///
 /// This bounds what a torn write can damage. Only the last group can be
 /// unsynced at a crash, and every earlier byte was synced. So damage at
 /// offset `X` of the last segment, followed by a valid record (with a later
-/// seq) that ends more than `GROUP_BYTES_MAX` past `X`, cannot be a torn
-/// write: `X` and that record cannot both belong to the last group, so `X`
-/// was synced, and Open refuses with `Corrupt`.
+/// seq) that ends more than the window past `X`, cannot be a torn write:
+/// `X` and that record cannot both belong to the last group, so `X` was
+/// synced, and Open refuses with `Corrupt`.
 ///
-/// Two more rules need no window: a CRC-valid record whose seq is higher
-/// than the one expected at the damage is a misplaced write, and a record
-/// that one flipped bit makes valid, followed by a valid record with the
-/// next seq, is a bit flip at rest (a torn write cuts a prefix or loses
-/// whole pages; it does not flip one bit and leave the next record whole).
-///
-/// What stays ambiguous, and is truncated as a torn tail: a single bit flip
-/// in the last record of the log (no record follows to prove it was
-/// synced), and damage of more than one bit within the last
-/// `GROUP_BYTES_MAX` bytes of the last segment. The single-bit rule could
-/// misjudge a torn group whose lost page held nearly all zero bytes where
-/// it should have held one set bit; that needs a crash, a lost page in the
-/// middle of a group and such data together.
+/// What stays ambiguous, and is truncated as a torn tail: damage confined
+/// to the last record of the log (no record follows to prove it was
+/// synced; a single flipped bit there is reported as "may have been
+/// acknowledged"), and damage of more than one bit in the last group's
+/// window that leaves no valid record after it.
 pub const GROUP_BYTES_MAX: u64 = 1 << 20;
+
+/// The rules of FORMAT.md's decision list (see the module doc's table).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum Rule {
+    /// The directory's structure is wrong: a missing segment, a seq gap, a
+    /// file named like a segment that is not one. Refused.
+    Structure,
+    /// Damage in a segment that a later one follows. Refused.
+    Sealed,
+    /// Zeros from the damage to the end of the file: the end of the log.
+    ZeroTail,
+    /// A valid record at the damage with a seq other than the expected
+    /// one: a misplaced write. Refused.
+    SeqAtDamage,
+    /// A valid record ends beyond the group window past the damage: the
+    /// damage was synced. Refused.
+    BeyondGroup,
+    /// One flipped bit makes the damaged record the expected one, and the
+    /// next record follows it: a bit flipped at rest. Refused.
+    SingleBit,
+    /// A valid record after the damage where the torn last write cannot
+    /// have put it: a misplaced write. Refused.
+    Misplaced,
+    /// None of the above: a torn tail, which Open truncates.
+    Torn,
+}
+
+impl Rule {
+    /// Every rule, in the order of the decision list.
+    pub const ALL: [Rule; 8] = [
+        Rule::Structure,
+        Rule::Sealed,
+        Rule::ZeroTail,
+        Rule::SeqAtDamage,
+        Rule::BeyondGroup,
+        Rule::SingleBit,
+        Rule::Misplaced,
+        Rule::Torn,
+    ];
+
+    /// A short name, for reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Rule::Structure => "structure",
+            Rule::Sealed => "sealed segment",
+            Rule::ZeroTail => "zero tail",
+            Rule::SeqAtDamage => "seq at the damage",
+            Rule::BeyondGroup => "beyond the group window",
+            Rule::SingleBit => "single bit with a follower",
+            Rule::Misplaced => "misplaced record",
+            Rule::Torn => "torn",
+        }
+    }
+
+    /// Whether Open refuses when this rule decides.
+    pub fn refuses(self) -> bool {
+        !matches!(self, Rule::ZeroTail | Rule::Torn)
+    }
+}
+
+/// A valid record found after the damage: its offset from the damage, its
+/// seq and its length.
+#[derive(Clone, Copy, Debug)]
+struct Candidate {
+    at: usize,
+    seq: u64,
+    len: usize,
+}
 
 impl Scanner {
     /// Decides what damage at `offset` means, as the module doc's table
-    /// says: the tail's state, or `Corrupt`.
+    /// says: the tail's state, or a refusal.
     pub(super) fn decide(
         &self,
         window: &mut Window<'_>,
@@ -56,9 +137,10 @@ impl Scanner {
         offset: u64,
         is_last: bool,
         damage: Damage,
-    ) -> Result<Tail, Error> {
+    ) -> Result<Tail, Refusal> {
         if !is_last {
             return Err(corrupt(
+                Rule::Sealed,
                 path,
                 offset,
                 format!(
@@ -77,44 +159,75 @@ impl Scanner {
                 bytes,
             });
         }
-        let expected = self.next_seq;
-        if let Ok(record) = parse_record(&rest)
-            && record.seq > expected
-        {
-            return Err(corrupt(
-                path,
+        match self.refusal(&rest, offset, &damage) {
+            Some((rule, reason)) => Err(corrupt(rule, path, offset, reason)),
+            None => Ok(Tail::Torn {
+                file: path.to_path_buf(),
                 offset,
+                bytes,
+                reason: damage.to_string(),
+                may_be_acknowledged: self.repaired_by_one_bit(&rest).is_some(),
+            }),
+        }
+    }
+
+    /// The first refusing rule that applies to `rest` (the damaged record
+    /// at `offset` and everything after it), with the reason it gives.
+    fn refusal(&self, rest: &[u8], offset: u64, damage: &Damage) -> Option<(Rule, String)> {
+        let expected = self.next_seq;
+        if let Ok(record) = parse_record(rest)
+            && record.seq != expected
+        {
+            return Some((
+                Rule::SeqAtDamage,
                 format!(
-                    "a valid record with seq {} stands where seq {expected} belongs: a misplaced or misdirected write, not a torn one",
+                    "a valid record with seq {} stands where seq {expected} belongs: a misplaced or misdirected write, not a torn one; acknowledged data is damaged",
                     record.seq
                 ),
             ));
         }
-        if let Some(flipped_bit) = self.single_bit_flip_before_valid_record(&rest) {
-            return Err(corrupt(
-                path,
-                offset,
+        let candidates = candidates(rest, expected);
+        if let Some(later) = candidates
+            .iter()
+            .find(|later| (later.at + later.len) as u64 > self.group_bytes_max)
+        {
+            return Some((
+                Rule::BeyondGroup,
+                format!(
+                    "{damage}, yet a valid record (seq {}) lies at offset {}, beyond what one torn write can reach: acknowledged data is damaged",
+                    later.seq,
+                    offset + later.at as u64
+                ),
+            ));
+        }
+        if let Some(flipped_bit) = self.single_bit_flip_before_valid_record(rest) {
+            return Some((
+                Rule::SingleBit,
                 format!(
                     "{damage}; flipping bit {flipped_bit} of this record makes it valid and a valid record follows it, so it was synced: a bit flipped at rest in acknowledged data"
                 ),
             ));
         }
-        if let Some((later, later_seq)) = later_record_beyond_group(&rest, expected - 1) {
-            let later_offset = offset + later as u64;
-            return Err(corrupt(
-                path,
-                offset,
-                format!(
-                    "{damage}, yet a valid record (seq {later_seq}) lies at offset {later_offset}, beyond what one torn write can reach: acknowledged data is damaged"
-                ),
-            ));
-        }
-        Ok(Tail::Torn {
-            file: path.to_path_buf(),
-            offset,
-            bytes,
-            reason: damage.to_string(),
-        })
+        let (misplaced, why) = misplaced(rest, expected, &candidates)?;
+        Some((
+            Rule::Misplaced,
+            format!(
+                "{damage}, yet a valid record with seq {} lies at offset {}, where the torn last write cannot have put it ({why}): a misplaced or misdirected write; acknowledged data is damaged",
+                misplaced.seq,
+                offset + misplaced.at as u64
+            ),
+        ))
+    }
+
+    /// The damaged record at the front of `bytes`, repaired by one bit, if
+    /// that makes it the record the chain expects: the bit.
+    fn repaired_by_one_bit(&self, bytes: &[u8]) -> Option<(usize, u64)> {
+        let (repaired, bit) = single_bit_repair(bytes)?;
+        let record = parse_record(&repaired).ok()?;
+        let batch = inspect_batch(record.payload).ok()?;
+        let expected_version = self.index.version(batch.stream) + 1;
+        (record.seq == self.next_seq && batch.first_version == expected_version)
+            .then_some((record.len, bit))
     }
 
     /// If `bytes` (a damaged record and what follows it) become a valid
@@ -124,15 +237,8 @@ impl Scanner {
     /// a prefix, or loses whole pages; it does not flip one bit of a record
     /// and leave the next record intact.
     fn single_bit_flip_before_valid_record(&self, bytes: &[u8]) -> Option<u64> {
-        let (repaired, bit) = single_bit_repair(bytes)?;
-        let record = parse_record(&repaired).ok()?;
-        let batch = inspect_batch(record.payload).ok()?;
-        if record.seq != self.next_seq
-            || batch.first_version != self.index.version(batch.stream) + 1
-        {
-            return None;
-        }
-        let next = parse_record(bytes.get(record.len..)?).ok()?;
+        let (len, bit) = self.repaired_by_one_bit(bytes)?;
+        let next = parse_record(bytes.get(len..)?).ok()?;
         (next.seq == self.next_seq + 1 && inspect_batch(next.payload).is_ok()).then_some(bit)
     }
 }
@@ -143,7 +249,7 @@ fn stable_bytes(
     path: &Path,
     offset: u64,
     len: u64,
-) -> Result<Vec<u8>, Error> {
+) -> Result<Vec<u8>, Refusal> {
     let agreed = read_until_two_agree(window, path, offset, |window| {
         Ok(Err::<Infallible, _>(window.bytes(offset, len)?.to_vec()))
     })?;
@@ -151,29 +257,63 @@ fn stable_bytes(
     Ok(bytes)
 }
 
-/// A valid record in `rest` (what follows damage at `rest[0]`), with a seq
-/// above `last_good`, that ends more than [`GROUP_BYTES_MAX`] past the
-/// damage: proof that the damage is not a torn write. Returns its offset
-/// in `rest` and its seq.
-fn later_record_beyond_group(rest: &[u8], last_good: u64) -> Option<(usize, u64)> {
-    if rest.len() as u64 <= GROUP_BYTES_MAX {
-        return None;
-    }
-    for start in 1..rest.len().saturating_sub(HEADER_SIZE - 1) {
-        let header = Header::peek(&rest[start..]).expect("a whole header from here");
-        // Every record between the damage and here takes at least a header,
-        // which bounds the seqs that can plausibly start here.
-        let seq_max = last_good + 1 + (start / HEADER_SIZE) as u64;
-        if header.seq <= last_good || header.seq > seq_max {
+/// The valid records (CRC and batch) that start after the front of `rest`
+/// with a seq from `expected` to `expected + 2^32`, in offset order. The
+/// cheap test of the seq field comes before any CRC, so zeros and random
+/// data are passed over quickly (a random seq field passes with a chance
+/// of 2^-32); no log grows by 2^32 records between two syncs.
+fn candidates(rest: &[u8], expected: u64) -> Vec<Candidate> {
+    let seq_max = expected.saturating_add(u64::from(u32::MAX));
+    let mut found = Vec::new();
+    for at in 1..rest.len().saturating_sub(HEADER_SIZE - 1) {
+        let header = Header::peek(&rest[at..]).expect("a whole header from here");
+        if header.seq < expected || header.seq > seq_max {
             continue;
         }
-        let end = (start as u64).saturating_add(header.record_len());
-        if end > GROUP_BYTES_MAX
-            && let Ok(record) = parse_record(&rest[start..])
+        if let Ok(record) = parse_record(&rest[at..])
             && inspect_batch(record.payload).is_ok()
         {
-            return Some((start, header.seq));
+            found.push(Candidate {
+                at,
+                seq: record.seq,
+                len: record.len,
+            });
         }
+    }
+    found
+}
+
+/// A candidate the torn last write cannot have put where it is, and why.
+/// That write put record `e` (`expected`) at the damage and each later
+/// record right after the one before, so a record of it with seq `s` lies
+/// at least `(s - e) x RECORD_BYTES_MIN` bytes after the damage, outside
+/// the damaged record's own extent (when its header is the write's own:
+/// it carries seq `e`), and after every record of it with a lower seq.
+fn misplaced<'c>(
+    rest: &[u8],
+    expected: u64,
+    candidates: &'c [Candidate],
+) -> Option<(&'c Candidate, &'static str)> {
+    let own_extent = Header::peek(rest)
+        .filter(|header| header.seq == expected)
+        .map(|header| header.record_len());
+    let mut previous: Option<&Candidate> = None;
+    for candidate in candidates {
+        let why = if candidate.seq == expected {
+            Some("the expected seq, away from the damage")
+        } else if (candidate.at as u64) < (candidate.seq - expected) * RECORD_BYTES_MIN {
+            Some("too close to the damage for the records before it")
+        } else if own_extent.is_some_and(|extent| (candidate.at as u64) < extent) {
+            Some("inside the extent the damaged record's own header claims")
+        } else if previous.is_some_and(|previous| previous.seq >= candidate.seq) {
+            Some("after a valid record with a higher seq")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Some((candidate, why));
+        }
+        previous = Some(candidate);
     }
     None
 }

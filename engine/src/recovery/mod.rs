@@ -11,9 +11,10 @@
 //!   it was acknowledged), which `Log::open` truncates durably, unless the
 //!   bytes prove it is not: see [`GROUP_BYTES_MAX`].
 //!
-//! Damage to the structure (a name that is not a segment, a missing segment,
-//! a seq gap) is corruption wherever it is. The scan itself never writes:
-//! `durlog verify` runs it alone.
+//! Damage to the structure (a file named like a segment that is not one, a
+//! missing segment, a seq gap) is corruption wherever it is. Entries that
+//! are not the log's (`lost+found`, dot files, a README) are passed over
+//! and listed. The scan itself never writes: `durlog verify` runs it alone.
 
 use std::fmt;
 use std::io;
@@ -23,15 +24,15 @@ use durlog_vfs::{OpenMode, Vfs, VfsFile};
 
 use crate::error::Error;
 use crate::format::{
-    BatchError, BatchView, HEADER_SIZE, Header, NEXT_SEGMENT_NAME, RecordError, inspect_batch,
-    parse_record, parse_segment_name,
+    BatchError, BatchView, HEADER_SIZE, Header, LOCK_FILE_NAME, NEXT_SEGMENT_NAME, RecordError,
+    inspect_batch, looks_like_a_segment, parse_record, parse_segment_name,
 };
 use crate::index::{Index, Location};
 use crate::segment::{SegmentMeta, Window};
 
 mod decide;
 
-pub use decide::GROUP_BYTES_MAX;
+pub use decide::{GROUP_BYTES_MAX, Rule};
 
 /// How many times a suspected damage is re-read before it is believed: a
 /// flaky read must not make recovery truncate acknowledged data.
@@ -66,11 +67,17 @@ pub enum Tail {
         bytes: u64,
         /// Why the record there fails.
         reason: String,
+        /// One flipped bit would make the record there the valid next
+        /// record: it may be an acknowledged record damaged at rest, which
+        /// nothing after it can prove (FORMAT.md, "What stays ambiguous").
+        /// Otherwise its bytes are not a record any append acknowledged.
+        may_be_acknowledged: bool,
     },
 }
 
 /// What recovery found (and, from `Log::open`, what it did).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RecoveryReport {
     /// Segment files read.
     pub segments: usize,
@@ -84,6 +91,40 @@ pub struct RecoveryReport {
     pub tail: Tail,
     /// Bytes `Log::open` cut off the last segment (0 from a read-only scan).
     pub bytes_truncated: u64,
+    /// The rule of FORMAT.md's decision list that decided what the first
+    /// damaged record meant (`ZeroTail` or `Torn`); `None` if none failed.
+    pub decided_by: Option<Rule>,
+    /// Entries of the directory that are not the log's, passed over and
+    /// left untouched.
+    pub ignored: Vec<PathBuf>,
+}
+
+/// Why a scan refused a directory: the error (`Corrupt` naming the file
+/// and offset, or an I/O error), and for damage, the rule that decided.
+#[derive(Debug)]
+pub struct Refusal {
+    /// What `Log::open` returns.
+    pub error: Error,
+    /// The rule that found the damage; `None` for an I/O error.
+    pub rule: Option<Rule>,
+}
+
+impl From<Refusal> for Error {
+    fn from(refusal: Refusal) -> Error {
+        refusal.error
+    }
+}
+
+impl From<Error> for Refusal {
+    fn from(error: Error) -> Refusal {
+        Refusal { error, rule: None }
+    }
+}
+
+impl From<io::Error> for Refusal {
+    fn from(error: io::Error) -> Refusal {
+        Refusal::from(Error::Io(error))
+    }
 }
 
 /// One valid record, as a scan visits it.
@@ -114,7 +155,7 @@ pub(crate) struct Scanned {
 /// Scans `dir` read-only and reports what `Log::open` would find and do:
 /// `Ok` with the tail state, or `Corrupt` naming the file and offset.
 pub fn verify(vfs: &dyn Vfs, dir: &Path) -> Result<RecoveryReport, Error> {
-    scan(vfs, dir, &mut |_| {}).map(|scanned| scanned.report)
+    check(vfs, dir, GROUP_BYTES_MAX).map_err(Error::from)
 }
 
 /// [`verify`], calling `visit` for every valid record in log order.
@@ -123,21 +164,35 @@ pub fn visit_records(
     dir: &Path,
     visit: &mut dyn FnMut(&RecordInfo<'_>),
 ) -> Result<RecoveryReport, Error> {
-    scan(vfs, dir, visit).map(|scanned| scanned.report)
+    Ok(scan(vfs, dir, GROUP_BYTES_MAX, visit)?.report)
+}
+
+/// [`verify`] for a log whose writers never wrote a group of more than
+/// `group_bytes_max` bytes (`Tuning::group_bytes_max`), with the rule of a
+/// refusal. A window smaller than the writers' groups may refuse a torn
+/// tail as damage; the default, [`GROUP_BYTES_MAX`], suits every writer.
+pub fn check(vfs: &dyn Vfs, dir: &Path, group_bytes_max: u64) -> Result<RecoveryReport, Refusal> {
+    Ok(scan(vfs, dir, group_bytes_max, &mut |_| {})?.report)
 }
 
 pub(crate) fn scan(
     vfs: &dyn Vfs,
     dir: &Path,
+    group_bytes_max: u64,
     visit: &mut dyn FnMut(&RecordInfo<'_>),
-) -> Result<Scanned, Error> {
-    let (names, next_segment) = segment_names(vfs, dir)?;
+) -> Result<Scanned, Refusal> {
+    let Names {
+        segments: names,
+        next_segment,
+        ignored,
+    } = segment_names(vfs, dir)?;
     let mut scanner = Scanner {
         index: Index::default(),
         next_seq: 1,
         records: 0,
         record_bytes: 0,
         buf: Vec::new(),
+        group_bytes_max,
     };
     let mut segments = Vec::with_capacity(names.len());
     let mut tail = Tail::Clean;
@@ -145,6 +200,7 @@ pub(crate) fn scan(
         let is_last = position + 1 == names.len();
         if *first_seq != scanner.next_seq {
             return Err(corrupt(
+                Rule::Structure,
                 path,
                 0,
                 seq_gap_reason(position, *first_seq, scanner.next_seq),
@@ -154,7 +210,12 @@ pub(crate) fn scan(
         let (len, segment_tail) =
             scanner.scan_segment(file.as_ref(), path, position as u32, is_last, visit)?;
         if len == 0 && !is_last {
-            return Err(corrupt(path, 0, "a sealed segment holds no record".into()));
+            return Err(corrupt(
+                Rule::Sealed,
+                path,
+                0,
+                "a sealed segment holds no record".into(),
+            ));
         }
         segments.push(SegmentMeta {
             first_seq: *first_seq,
@@ -163,6 +224,11 @@ pub(crate) fn scan(
         });
         tail = segment_tail;
     }
+    let decided_by = match &tail {
+        Tail::Clean => None,
+        Tail::Zeros { .. } => Some(Rule::ZeroTail),
+        Tail::Torn { .. } => Some(Rule::Torn),
+    };
     debug_assert_eq!(
         segments.iter().map(|segment| segment.len).sum::<u64>(),
         scanner.record_bytes,
@@ -175,6 +241,8 @@ pub(crate) fn scan(
         last_seq: scanner.next_seq - 1,
         tail,
         bytes_truncated: 0,
+        decided_by,
+        ignored,
     };
     Ok(Scanned {
         segments,
@@ -197,51 +265,71 @@ fn seq_gap_reason(position: usize, named: u64, expected: u64) -> String {
     }
 }
 
-fn corrupt(file: &Path, offset: u64, reason: String) -> Error {
-    Error::Corrupt {
-        file: file.to_path_buf(),
-        offset,
-        reason,
+fn corrupt(rule: Rule, file: &Path, offset: u64, reason: String) -> Refusal {
+    Refusal {
+        error: Error::Corrupt {
+            file: file.to_path_buf(),
+            offset,
+            reason,
+        },
+        rule: Some(rule),
     }
 }
 
-/// Segment files by first seq, and the prepared next segment.
-type Names = (Vec<(u64, PathBuf)>, Option<PathBuf>);
+/// What a log directory holds, sorted by name.
+struct Names {
+    /// Segment files, by first seq.
+    segments: Vec<(u64, PathBuf)>,
+    /// The prepared next segment, if one was left.
+    next_segment: Option<PathBuf>,
+    /// Entries that are not the log's.
+    ignored: Vec<PathBuf>,
+}
 
-/// The segment files of `dir` in seq order, and the prepared next segment
-/// if there is one. Anything else in the directory is an error: a log
-/// directory holds segments only.
-fn segment_names(vfs: &dyn Vfs, dir: &Path) -> Result<Names, Error> {
-    let mut names = Vec::new();
-    let mut next_segment = None;
+/// Sorts the entries of `dir` (SPEC 2.4, "Directory contents"): the log's
+/// own names (segments, anything else ending in `.log`, the prepared next
+/// segment, the lock file), where anything unexpected is damage; and the
+/// rest, which is not the log's business and is passed over.
+fn segment_names(vfs: &dyn Vfs, dir: &Path) -> Result<Names, Refusal> {
+    let mut names = Names {
+        segments: Vec::new(),
+        next_segment: None,
+        ignored: Vec::new(),
+    };
     for entry in vfs.list_dir(dir)? {
         let path = dir.join(&entry.name);
-        if entry.name == NEXT_SEGMENT_NAME && !entry.is_dir {
+        let owned_file = |what: &str| match entry.is_dir {
+            false => Ok(()),
+            true => Err(corrupt(
+                Rule::Structure,
+                &path,
+                0,
+                format!("a directory where {what} belongs"),
+            )),
+        };
+        if entry.name == NEXT_SEGMENT_NAME {
             // Zeros, or (after a crash mid-roll) a second name of the new
             // last segment: never read as part of the log.
-            next_segment = Some(path);
-            continue;
-        }
-        match parse_segment_name(&entry.name) {
-            Some(first_seq) if !entry.is_dir => names.push((first_seq, path)),
-            Some(_) => {
-                return Err(corrupt(
-                    &path,
-                    0,
-                    "a directory where a segment file belongs".into(),
-                ));
-            }
-            None => {
-                return Err(corrupt(
-                    &path,
-                    0,
-                    "not a durlog segment (segments are named by 20 decimal digits and .log); a log directory holds only segments: move the file elsewhere".into(),
-                ));
-            }
+            owned_file("the prepared next segment")?;
+            names.next_segment = Some(path);
+        } else if entry.name == LOCK_FILE_NAME {
+            owned_file("the lock file")?;
+        } else if let Some(first_seq) = parse_segment_name(&entry.name) {
+            owned_file("a segment file")?;
+            names.segments.push((first_seq, path));
+        } else if looks_like_a_segment(&entry.name) {
+            return Err(corrupt(
+                Rule::Structure,
+                &path,
+                0,
+                "named like a segment (.log) but not one (segments are named by 20 decimal digits and .log): a damaged name or a foreign file where the log keeps its own; move it elsewhere".into(),
+            ));
+        } else {
+            names.ignored.push(path);
         }
     }
-    names.sort();
-    Ok((names, next_segment))
+    names.segments.sort();
+    Ok(names)
 }
 
 /// Why the record at an offset is not the next record of the log.
@@ -300,6 +388,8 @@ struct Scanner {
     records: u64,
     record_bytes: u64,
     buf: Vec<u8>,
+    /// The most bytes a group commit of the log's writers wrote at once.
+    group_bytes_max: u64,
 }
 
 impl Scanner {
@@ -312,7 +402,7 @@ impl Scanner {
         segment: u32,
         is_last: bool,
         visit: &mut dyn FnMut(&RecordInfo<'_>),
-    ) -> Result<(u64, Tail), Error> {
+    ) -> Result<(u64, Tail), Refusal> {
         let file_len = file.len()?;
         let mut window = Window::new(file, file_len, std::mem::take(&mut self.buf));
         let mut offset = 0;
@@ -325,7 +415,7 @@ impl Scanner {
                     break;
                 }
                 Err(error) => {
-                    outcome = Err(error);
+                    outcome = Err(Refusal::from(error));
                     break;
                 }
             }

@@ -1,0 +1,301 @@
+//! FORMAT.md's decision list, one shape at a time, written by hand: for
+//! each rule, the bytes after the first damaged record of the last
+//! segment that make it decide, and what Open then does. The shapes a
+//! torn write can leave are truncated; every shape that proves
+//! acknowledged data was damaged (a misplaced or misdirected write, a bit
+//! flipped at rest, damage beyond the group window) is refused with the
+//! file and the damaged record's offset, and the directory is untouched.
+
+mod common;
+
+use common::{Backend, clock};
+use durlog::{
+    Error, Event, Expected, Options, RecoveryReport, Rule, Tail, Tuning, append_record,
+    encode_batch, recovery,
+};
+
+const SEG1: &str = "00000000000000000001.log";
+
+/// Record `seq` of stream `s` (version `seq`), with `data_len` data bytes.
+fn record(seq: u64, data_len: usize) -> Vec<u8> {
+    let data: Vec<u8> = (0..data_len).map(|i| (i as u64 * 31 + seq) as u8).collect();
+    let mut event = Event::new("t", data);
+    event.at = 0;
+    let mut out = Vec::new();
+    append_record(&mut out, seq, &encode_batch("s", seq, &[event]));
+    out
+}
+
+/// Records 1..=3 of 40 data bytes: 86 bytes each, the damage at 258.
+fn acknowledged() -> Vec<u8> {
+    (1..=3).flat_map(|seq| record(seq, 40)).collect()
+}
+
+const DAMAGE_AT: u64 = 258;
+
+/// Writes `bytes` as the only segment and opens it with `group_bytes_max`.
+fn open_shape(
+    backend: &Backend,
+    bytes: &[u8],
+    group_bytes_max: u64,
+) -> Result<RecoveryReport, (Error, Option<Rule>)> {
+    backend.vfs().create_dir_all(&backend.dir()).unwrap();
+    backend.write_file(SEG1, bytes);
+    let tuning = Tuning {
+        group_bytes_max,
+        ..Tuning::default()
+    };
+    let checked = recovery::check(&*backend.vfs(), &backend.dir(), group_bytes_max);
+    let opened = durlog::Log::open_tuned(backend.vfs(), backend.dir(), clock(0), tuning);
+    match (checked, opened) {
+        (Ok(report), Ok(log)) => {
+            assert_eq!(log.last_seq(), 3, "{}", backend.name());
+            assert_eq!(log.recovery().decided_by, report.decided_by);
+            Ok(report)
+        }
+        (Err(refusal), Err(error)) => {
+            assert_eq!(refusal.error.to_string(), error.to_string());
+            Err((error, refusal.rule))
+        }
+        (checked, opened) => panic!(
+            "the read-only check and Open disagree: {checked:?} / {:?}",
+            opened.err()
+        ),
+    }
+}
+
+/// Open refuses `bytes` by `rule`, naming the damaged record, and changes
+/// nothing.
+fn assert_refused(bytes: &[u8], group_bytes_max: u64, rule: Rule, why: &str) {
+    for backend in Backend::all() {
+        match open_shape(&backend, bytes, group_bytes_max) {
+            Err((
+                Error::Corrupt {
+                    file,
+                    offset,
+                    reason,
+                },
+                Some(decided),
+            )) => {
+                assert_eq!(decided, rule, "{why}: {reason}");
+                assert_eq!((file, offset), (backend.path(SEG1), DAMAGE_AT), "{why}");
+            }
+            other => panic!("{why} on {}: {other:?}", backend.name()),
+        }
+        assert_eq!(backend.read_file(SEG1), bytes, "{why}: untouched");
+    }
+}
+
+/// Open truncates `bytes` at the damage by `rule` and goes on.
+fn assert_truncated(bytes: &[u8], rule: Rule, why: &str) {
+    for backend in Backend::all() {
+        match open_shape(&backend, bytes, durlog::GROUP_BYTES_MAX) {
+            Ok(report) => assert_eq!(report.decided_by, Some(rule), "{why}"),
+            Err((error, rule)) => panic!("{why} on {}: {error} ({rule:?})", backend.name()),
+        }
+        assert_eq!(backend.read_file(SEG1), acknowledged(), "{why}: cut");
+        let log = backend.open(clock(0)).unwrap();
+        assert_eq!(
+            log.append("s", Expected::Exact(3), &[Event::new("t", "x")])
+                .unwrap(),
+            4
+        );
+    }
+}
+
+fn shape(parts: &[&[u8]]) -> Vec<u8> {
+    parts.concat()
+}
+
+fn zeros(len: usize) -> Vec<u8> {
+    vec![0; len]
+}
+
+#[test]
+fn the_shapes_are_what_the_comments_say() {
+    assert_eq!(record(4, 40).len(), 86);
+    assert_eq!(acknowledged().len() as u64, DAMAGE_AT);
+}
+
+#[test]
+fn zeros_to_the_end_are_the_end_of_the_log() {
+    assert_truncated(
+        &shape(&[&acknowledged(), &zeros(4096)]),
+        Rule::ZeroTail,
+        "zeros",
+    );
+}
+
+#[test]
+fn a_torn_prefix_of_the_last_group_is_truncated() {
+    let group = shape(&[&record(4, 40), &record(5, 40)]);
+    for cut in [1, 15, 16, 50, 85] {
+        assert_truncated(
+            &shape(&[&acknowledged(), &group[..cut]]),
+            Rule::Torn,
+            "torn prefix",
+        );
+    }
+}
+
+/// A page of the last group lost at the crash (zeros where record 4 was)
+/// with the next pages kept: the later records sit exactly where the group
+/// put them, so nothing proves the damage was synced.
+#[test]
+fn a_lost_page_inside_the_last_group_is_truncated() {
+    let bytes = shape(&[&acknowledged(), &zeros(86), &record(5, 40), &record(6, 40)]);
+    assert_truncated(&bytes, Rule::Torn, "lost page");
+}
+
+#[test]
+fn a_record_with_another_seq_at_the_damage_is_refused() {
+    for seq in [2, 3, 5, 9] {
+        assert_refused(
+            &shape(&[&acknowledged(), &record(seq, 40)]),
+            durlog::GROUP_BYTES_MAX,
+            Rule::SeqAtDamage,
+            "another seq at the damage",
+        );
+    }
+}
+
+/// The expected record itself, whole and valid, after zeros: a group that
+/// landed 512 bytes past where it was written (a misdirected write into
+/// preallocated zeros). A torn write puts record 4 at the damage or
+/// nowhere.
+#[test]
+fn the_expected_record_away_from_the_damage_is_refused() {
+    let bytes = shape(&[&acknowledged(), &zeros(257), &record(4, 40), &record(5, 40)]);
+    assert_refused(&bytes, durlog::GROUP_BYTES_MAX, Rule::Misplaced, "moved");
+}
+
+/// Record 7 ten bytes after the damage: records 4, 5 and 6 need at least
+/// 3 x 44 bytes before it.
+#[test]
+fn a_record_too_close_to_the_damage_is_refused() {
+    let bytes = shape(&[&acknowledged(), &[0xAB; 10], &record(7, 40)]);
+    assert_refused(
+        &bytes,
+        durlog::GROUP_BYTES_MAX,
+        Rule::Misplaced,
+        "too close",
+    );
+}
+
+/// Record 4's header is intact (seq 4, its length) but record 5 was
+/// written over the middle of its payload: the group put record 5 after
+/// record 4's whole extent, not inside it.
+#[test]
+fn a_record_inside_the_damaged_records_extent_is_refused() {
+    let mut damaged = record(4, 200);
+    let five = record(5, 40);
+    damaged[60..60 + five.len()].copy_from_slice(&five);
+    let bytes = shape(&[&acknowledged(), &damaged]);
+    assert_refused(&bytes, durlog::GROUP_BYTES_MAX, Rule::Misplaced, "inside");
+}
+
+/// Record 7, then record 5 further on: a torn group keeps its records in
+/// seq order.
+#[test]
+fn records_out_of_order_after_the_damage_are_refused() {
+    let bytes = shape(&[
+        &acknowledged(),
+        &zeros(200),
+        &record(7, 40),
+        &zeros(200),
+        &record(5, 40),
+    ]);
+    assert_refused(&bytes, durlog::GROUP_BYTES_MAX, Rule::Misplaced, "order");
+}
+
+/// Two flipped bits in record 4 (no single-bit repair), records 5 and 6
+/// intact after it: with a 100-byte group window, record 6 ends past what
+/// one group can reach from the damage, so the damage was synced.
+#[test]
+fn a_record_beyond_the_group_window_is_refused() {
+    let mut damaged = record(4, 40);
+    damaged[40] ^= 0x01;
+    damaged[70] ^= 0x20;
+    let bytes = shape(&[&acknowledged(), &damaged, &record(5, 40), &record(6, 40)]);
+    assert_refused(&bytes, 100, Rule::BeyondGroup, "beyond the window");
+    // With the default window the same bytes are what a torn group with a
+    // damaged first page could leave: ambiguous, and truncated.
+    assert_truncated(&bytes, Rule::Torn, "within the default window");
+}
+
+#[test]
+fn one_flipped_bit_before_a_valid_record_is_refused() {
+    let mut damaged = record(4, 40);
+    damaged[50] ^= 0x04;
+    let bytes = shape(&[&acknowledged(), &damaged, &record(5, 40)]);
+    assert_refused(&bytes, durlog::GROUP_BYTES_MAX, Rule::SingleBit, "one bit");
+}
+
+/// One flipped bit in the last record: nothing after it proves it was
+/// synced, so it is truncated, and reported as possibly acknowledged.
+#[test]
+fn one_flipped_bit_in_the_last_record_may_have_been_acknowledged() {
+    let mut damaged = record(4, 40);
+    damaged[50] ^= 0x04;
+    for backend in Backend::all() {
+        let report = open_shape(&backend, &shape(&[&acknowledged(), &damaged]), 1 << 20)
+            .unwrap_or_else(|(error, _)| panic!("{error}"));
+        assert!(
+            matches!(
+                report.tail,
+                Tail::Torn {
+                    may_be_acknowledged: true,
+                    ..
+                }
+            ),
+            "{:?}",
+            report.tail
+        );
+        let report = open_shape(
+            &backend,
+            &shape(&[&acknowledged(), &record(4, 40)[..60]]),
+            1 << 20,
+        )
+        .unwrap_or_else(|(error, _)| panic!("{error}"));
+        assert!(
+            matches!(
+                report.tail,
+                Tail::Torn {
+                    may_be_acknowledged: false,
+                    ..
+                }
+            ),
+            "a cut record is no acknowledged one: {:?}",
+            report.tail
+        );
+    }
+}
+
+/// A writer's groups stay within its window: with `group_bytes_max` at
+/// 100, three appends of 85-byte records queued together go out as three
+/// groups, never two records in one write.
+#[test]
+fn groups_never_pass_the_window() {
+    let backend = Backend::sim(4);
+    let tuning = Tuning {
+        group_bytes_max: 100,
+        ..Tuning::default()
+    };
+    let log =
+        durlog::Log::open_tuned(backend.vfs(), backend.dir(), Options::default(), tuning).unwrap();
+    let tickets: Vec<_> = (0..3)
+        .map(|_| {
+            log.submit("s", Expected::Any, &[Event::new("t", vec![1; 40])])
+                .unwrap()
+        })
+        .collect();
+    let mut groups = 0;
+    while log.queued() > 0 {
+        assert_eq!(log.commit_next_group(), 1);
+        groups += 1;
+    }
+    assert_eq!(groups, 3);
+    for ticket in tickets {
+        assert!(log.take_outcome(ticket).unwrap().is_ok());
+    }
+}
