@@ -12,6 +12,11 @@
 //! returns `Ok`; a create, a removal or a rename of a directory entry is
 //! durable only after [`Vfs::sync_dir`] on its directory (for a rename, on
 //! the directories of both names) returns `Ok`.
+//!
+//! [`Vfs::lock_file`] lets one writer claim a directory, because two
+//! processes appending to one log would interleave records and lose
+//! acknowledged ones: an exclusive, non-blocking lock on a file, released
+//! when its [`FileLock`] guard is dropped or its process dies.
 
 use std::fmt;
 use std::io;
@@ -24,8 +29,8 @@ mod sim;
 pub use posix::PosixVfs;
 #[cfg(feature = "sim")]
 pub use sim::{
-    Damage, FILE_BYTES_MAX, FaultConfig, FaultKind, PAGE_BYTES, ParseFaultError, SECTOR_BYTES,
-    SimVfs, TraceEvent, TraceKind, injected_fault,
+    Damage, FILE_BYTES_MAX, FaultConfig, FaultEvent, FaultKind, PAGE_BYTES, ParseFaultError,
+    SECTOR_BYTES, SimVfs, TraceEvent, TraceKind, injected_fault,
 };
 
 /// How [`Vfs::open`] opens a file.
@@ -102,7 +107,28 @@ pub trait Vfs: Send + Sync + fmt::Debug {
             ),
         ))
     }
+
+    /// Creates the file at `path` if it is missing and takes an exclusive
+    /// lock on it without waiting: fails with `io::ErrorKind::WouldBlock`
+    /// (the message names the path) if another process, or another lock
+    /// taken through any handle in this one, holds it. The lock lasts until
+    /// the returned guard is dropped, or the process dies (POSIX `flock`
+    /// semantics: the kernel releases it). Creating the file is not made
+    /// durable; nothing relies on the file surviving a crash.
+    ///
+    /// The default body fails with `Unsupported`, so implementations written
+    /// before this method keep compiling.
+    fn lock_file(&self, path: &Path) -> io::Result<Box<dyn FileLock>> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("lock {}: this Vfs cannot lock files", path.display()),
+        ))
+    }
 }
+
+/// An exclusive lock taken by [`Vfs::lock_file`]; dropping it releases the
+/// lock. It has no methods: holding it is the point.
+pub trait FileLock: Send + Sync + fmt::Debug {}
 
 /// An open file.
 ///
@@ -176,6 +202,9 @@ impl<V: Vfs + ?Sized> Vfs for std::sync::Arc<V> {
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         (**self).rename(from, to)
     }
+    fn lock_file(&self, path: &Path) -> io::Result<Box<dyn FileLock>> {
+        (**self).lock_file(path)
+    }
 }
 
 impl<V: Vfs + ?Sized> Vfs for Box<V> {
@@ -196,5 +225,8 @@ impl<V: Vfs + ?Sized> Vfs for Box<V> {
     }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         (**self).rename(from, to)
+    }
+    fn lock_file(&self, path: &Path) -> io::Result<Box<dyn FileLock>> {
+        (**self).lock_file(path)
     }
 }

@@ -1,13 +1,14 @@
 //! [`PosixVfs`]: the real file system through `std::fs`, with real
 //! `fdatasync`/`fsync` of files and `fsync` of directories, and `rename(2)`
-//! for renames.
+//! for renames, and `flock` (through `File::try_lock`) for locks.
 
-use std::fs::{self, File};
+use std::fmt;
+use std::fs::{self, File, TryLockError};
 use std::io;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use crate::{DirEntry, OpenMode, Vfs, VfsFile};
+use crate::{DirEntry, FileLock, OpenMode, Vfs, VfsFile};
 
 /// The host's file system.
 #[derive(Clone, Copy, Debug, Default)]
@@ -24,8 +25,25 @@ impl PosixVfs {
 struct PosixFile {
     file: File,
     /// For error messages: every error names the file.
-    path: std::path::PathBuf,
+    path: PathBuf,
 }
+
+/// A held `flock`. Dropping it closes the file, and closing the last
+/// descriptor of an open file releases its flock: no explicit unlock.
+struct PosixLock {
+    _file: File,
+    path: PathBuf,
+}
+
+impl fmt::Debug for PosixLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PosixLock")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FileLock for PosixLock {}
 
 fn with_path(error: io::Error, what: &str, path: &Path) -> io::Error {
     io::Error::new(error.kind(), format!("{what} {}: {error}", path.display()))
@@ -109,6 +127,30 @@ impl Vfs for PosixVfs {
             return Err(with_path(error, &what, to));
         }
         fs::rename(from, to).map_err(|error| with_path(error, &what, to))
+    }
+
+    fn lock_file(&self, path: &Path) -> io::Result<Box<dyn FileLock>> {
+        // Never truncate: the file may be another process's, held right now.
+        let file = fs::OpenOptions::new()
+            .create(true)
+            .read(true)
+            .write(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|error| with_path(error, "lock", path))?;
+        // flock(LOCK_EX | LOCK_NB) on Linux: per open file description, so
+        // a second open of the same file in this process conflicts too.
+        match file.try_lock() {
+            Ok(()) => Ok(Box::new(PosixLock {
+                _file: file,
+                path: path.to_path_buf(),
+            })),
+            Err(TryLockError::WouldBlock) => Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                format!("{} is locked by another process or handle", path.display()),
+            )),
+            Err(TryLockError::Error(error)) => Err(with_path(error, "lock", path)),
+        }
     }
 }
 

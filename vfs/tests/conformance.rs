@@ -328,6 +328,67 @@ fn relative_dot_components(vfs: &dyn Vfs, root: &Path) -> Vec<String> {
     vec![listing(&vfs.list_dir(&root.join(".")).unwrap())]
 }
 
+/// True if `error` names `path`, as every lock error must.
+fn names(error: &io::Error, path: &Path) -> bool {
+    error.to_string().contains(&*path.to_string_lossy())
+}
+
+fn lock_is_exclusive_until_dropped(vfs: &dyn Vfs, root: &Path) -> Vec<String> {
+    let path = root.join("LOCK");
+    let first = vfs.lock_file(&path).expect("lock a free file");
+    let error = vfs.lock_file(&path).unwrap_err();
+    assert_eq!(error.kind(), io::ErrorKind::WouldBlock, "{error}");
+    assert!(names(&error, &path), "{error}");
+    drop(first);
+    let again = vfs.lock_file(&path);
+    let transcript = vec![format!("{:?}", error.kind()), outcome(again)];
+    assert_eq!(transcript, ["WouldBlock", "ok"]);
+    transcript
+}
+
+fn lock_creates_the_file_and_keeps_an_existing_one(vfs: &dyn Vfs, root: &Path) -> Vec<String> {
+    let _fresh = vfs.lock_file(&root.join("LOCK")).expect("lock a new file");
+    let created = vfs.open(&root.join("LOCK"), OpenMode::ReadOnly).unwrap();
+    assert!(created.is_empty().unwrap());
+    // Locking never truncates: the file may be another holder's.
+    create(vfs, &root.join("data"))
+        .write_at(b"keep", 0)
+        .unwrap();
+    let _existing = vfs.lock_file(&root.join("data")).expect("lock a file");
+    let data = vfs.open(&root.join("data"), OpenMode::ReadOnly).unwrap();
+    assert_eq!(read_all(&*data), b"keep");
+    vec![listing(&vfs.list_dir(root).unwrap())]
+}
+
+fn lock_errors_for_missing_directories_and_directories(vfs: &dyn Vfs, root: &Path) -> Vec<String> {
+    let in_missing = root.join("missing/LOCK");
+    let dir = root.join("dir");
+    vfs.create_dir_all(&dir).unwrap();
+    let mut transcript = Vec::new();
+    for path in [&in_missing, &dir] {
+        let error = vfs.lock_file(path).unwrap_err();
+        assert!(names(&error, path), "{error}");
+        transcript.push(format!("{:?}", error.kind()));
+    }
+    assert_eq!(transcript, ["NotFound", "IsADirectory"]);
+    transcript.push(listing(&vfs.list_dir(root).unwrap()));
+    transcript
+}
+
+/// `flock` locks the file, not its name: the lock follows a rename, and a
+/// lock file removed and created again is a new, free file.
+fn lock_follows_the_file_not_the_name(vfs: &dyn Vfs, root: &Path) -> Vec<String> {
+    let (a, b) = (root.join("a"), root.join("b"));
+    let _held = vfs.lock_file(&a).unwrap();
+    vfs.rename(&a, &b).unwrap();
+    let renamed = outcome(vfs.lock_file(&b));
+    vfs.remove_file(&b).unwrap();
+    let recreated = outcome(vfs.lock_file(&b));
+    let transcript = vec![renamed, recreated];
+    assert_eq!(transcript, ["WouldBlock", "ok"]);
+    transcript
+}
+
 #[test]
 fn conformance_read_after_write() {
     check(read_after_write);
@@ -401,6 +462,26 @@ fn conformance_rename_errors_name_both_paths() {
 #[test]
 fn conformance_relative_dot_components() {
     check(relative_dot_components);
+}
+
+#[test]
+fn conformance_lock_is_exclusive_until_dropped() {
+    check(lock_is_exclusive_until_dropped);
+}
+
+#[test]
+fn conformance_lock_creates_the_file_and_keeps_an_existing_one() {
+    check(lock_creates_the_file_and_keeps_an_existing_one);
+}
+
+#[test]
+fn conformance_lock_errors_for_missing_directories_and_directories() {
+    check(lock_errors_for_missing_directories_and_directories);
+}
+
+#[test]
+fn conformance_lock_follows_the_file_not_the_name() {
+    check(lock_follows_the_file_not_the_name);
 }
 
 #[test]

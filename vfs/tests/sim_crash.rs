@@ -777,6 +777,10 @@ fn counted_script(vfs: &SimVfs) -> Vec<(&'static str, bool)> {
         vfs.remove_file(Path::new("/d/zz")).is_ok(),
     ));
     log.push(("sync_dir again", vfs.sync_dir(d).is_ok()));
+    let lock = Path::new("/d/LOCK");
+    let guard = vfs.lock_file(lock).ok();
+    log.push(("lock_file", guard.is_some()));
+    log.push(("lock_file held", vfs.lock_file(lock).is_ok()));
     log
 }
 
@@ -798,6 +802,8 @@ const COUNTED: &[&str] = &[
     "open create existing",
     "remove missing",
     "sync_dir again",
+    "lock_file",
+    "lock_file held",
 ];
 
 #[test]
@@ -812,7 +818,12 @@ fn crash_after_ops_fires_exactly_at_the_nth_counted_op() {
         .collect();
     assert_eq!(
         failing,
-        ["rename missing", "open create existing", "remove missing"]
+        [
+            "rename missing",
+            "open create existing",
+            "remove missing",
+            "lock_file held"
+        ]
     );
     assert_eq!(reference.op_count(), COUNTED.len() as u64);
 

@@ -15,6 +15,7 @@
 //! - a page is never both dirty and dropped.
 
 use std::collections::BTreeSet;
+use std::ops::Range;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -356,12 +357,17 @@ impl FileData {
     }
 
     /// fsync failed and the kernel gave up on the dirty pages: they turn
-    /// clean without reaching the platter. Returns how many were dropped.
-    pub(crate) fn drop_dirty_pages(&mut self) -> usize {
+    /// clean without reaching the platter. Returns how many were dropped,
+    /// and the bytes from the first to the end of the last (empty if none).
+    pub(crate) fn drop_dirty_pages(&mut self) -> (u64, Range<u64>) {
         let pages = self.dirty.take_sorted();
-        let count = pages.len();
+        let span = match (pages.first(), pages.last()) {
+            (Some(&first), Some(&last)) => first * PAGE_BYTES..(last + 1) * PAGE_BYTES,
+            _ => 0..0,
+        };
+        let count = pages.len() as u64;
         self.dropped.extend(pages);
-        count
+        (count, span)
     }
 
     /// Power loss: decides what of the cache reached the platter, per the

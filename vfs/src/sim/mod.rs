@@ -33,13 +33,14 @@
 //! operation from now. Counted operations are the calls that mutate or
 //! sync: `write_at`, `set_len`, `sync_data`, `sync_all`, `open` with
 //! `CreateNew`, `remove_file`, `rename`, `sync_dir`, `create_dir_all`,
-//! each counted when it is called while the disk is up through a live
-//! handle, whether or not it then succeeds. The interrupted operation
-//! returns `Err`; what it did first: a `write_at` leaves nothing, or with
-//! [`FaultKind::TornWrite`] a prefix; a `CreateNew`, `remove_file`,
-//! `rename` or `set_len` takes effect in the cache (so it survives only as
-//! the rules below allow an unsynced change to); a sync or
-//! `create_dir_all` does nothing.
+//! `lock_file`, each counted when it is called while the disk is up
+//! through a live handle, whether or not it then succeeds. The interrupted
+//! operation returns `Err`; what it did first: a `write_at` leaves nothing,
+//! or with [`FaultKind::TornWrite`] a prefix; a `CreateNew`, `remove_file`,
+//! `rename`, `set_len` or the create of a missing lock file takes effect
+//! in the cache (so it survives only as the rules below allow an unsynced
+//! change to); a sync or `create_dir_all` does nothing; a `lock_file`
+//! takes no lock.
 //!
 //! At a power loss the cache is resolved, then discarded: the disk becomes
 //! exactly its durable state, except where an enabled fault allows another
@@ -58,6 +59,15 @@
 //!   any order. A page that does not survive holds what the platter held:
 //!   the durable bytes, and zeros beyond the old durable size.
 //!   Off: no unsynced page survives.
+//!
+//! A power loss also releases every lock taken by `lock_file`: the
+//! processes that held them died. The rule is `flock`'s, inside one disk:
+//! a file is locked by at most one guard (a second `lock_file` fails with
+//! `WouldBlock`), locks belong to files, not names (a lock file removed
+//! and created again is free), and dropping a guard releases its lock only
+//! if that lock still holds, so a guard from before a crash never frees a
+//! lock taken after it. A missing lock file is created like `CreateNew`'s
+//! file: visible at once, durable only after `sync_dir`.
 //!
 //! After a power loss every handle opened before it is dead: each of its
 //! operations returns `Err`, forever. While the disk is halted, every
@@ -104,6 +114,17 @@
 //! change that *survived*; for the others, each injection; for `Crash`,
 //! each power loss.
 //!
+//! [`SimVfs::fault_log`] lists those same faults one [`FaultEvent`] each,
+//! in order, with the file and the bytes each touched (the flipped byte
+//! and bit and the read it struck, the bytes a failed write wrote, where a
+//! misdirected write landed, the pages a failed fsync dropped, the page or
+//! size range a crash decided), so that an oracle can excuse a failed
+//! read, a lost record or a refusal only by a fault that touched those
+//! bytes. It is always on and draws nothing, so it changes no outcome and
+//! no digest; `fault_counts` is its tally and `damage` a view of it, so
+//! they cannot disagree. [`SimVfs::fault_log_len`] marks a point to take
+//! [`SimVfs::fault_log_since`] from.
+//!
 //! # Determinism and cost
 //!
 //! All randomness comes from one `ChaCha8Rng` seeded with the seed, and is
@@ -120,6 +141,7 @@
 
 mod disk;
 mod fault;
+mod fault_log;
 mod file;
 mod trace;
 
@@ -130,11 +152,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 pub use fault::{Damage, FaultConfig, FaultKind, ParseFaultError, injected_fault};
+pub use fault_log::FaultEvent;
 pub use file::{FILE_BYTES_MAX, PAGE_BYTES, SECTOR_BYTES};
 pub use trace::{TraceEvent, TraceKind};
 
-use crate::{DirEntry, OpenMode, Vfs, VfsFile};
-use disk::{Disk, Handle};
+use crate::{DirEntry, FileLock, OpenMode, Vfs, VfsFile};
+use disk::{Disk, Handle, LockTicket};
 use file::FileNode;
 
 /// A simulated disk. Cloning gives another handle to the same disk.
@@ -243,9 +266,30 @@ impl SimVfs {
         self.disk().damage()
     }
 
-    /// How many times each fault changed an outcome (see the module doc).
+    /// How many times each fault changed an outcome (see the module doc):
+    /// the events of [`SimVfs::fault_log`], counted by kind.
     pub fn fault_counts(&self) -> BTreeMap<FaultKind, u64> {
         self.disk().fault_counts()
+    }
+
+    /// How many events the fault log holds: a mark for
+    /// [`SimVfs::fault_log_since`].
+    pub fn fault_log_len(&self) -> usize {
+        self.disk().fault_log_len()
+    }
+
+    /// The faults injected since `mark` (a [`SimVfs::fault_log_len`]), in
+    /// order, each naming its file as it is named now.
+    ///
+    /// # Panics
+    /// If `mark` is past the end of the log.
+    pub fn fault_log_since(&self, mark: usize) -> Vec<FaultEvent> {
+        self.disk().fault_log_since(mark)
+    }
+
+    /// Every fault injected on this disk, in order (see [`FaultEvent`]).
+    pub fn fault_log(&self) -> Vec<FaultEvent> {
+        self.fault_log_since(0)
     }
 
     /// The events recorded since the last `clear_trace` (none while
@@ -340,7 +384,46 @@ impl Vfs for SimVfs {
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         self.disk().rename(from, to)
     }
+
+    fn lock_file(&self, path: &Path) -> io::Result<Box<dyn FileLock>> {
+        let ticket = self.disk().lock_file(path)?;
+        Ok(Box::new(SimLock {
+            shared: Arc::clone(&self.shared),
+            path: path.to_path_buf(),
+            ticket,
+        }))
+    }
 }
+
+/// A lock held on a [`SimVfs`] file; dropping it releases the lock unless
+/// a power loss has already done so.
+struct SimLock {
+    shared: Arc<Shared>,
+    path: PathBuf,
+    ticket: LockTicket,
+}
+
+impl Drop for SimLock {
+    fn drop(&mut self) {
+        // A poisoned disk is left alone: this may run while a panic
+        // unwinds, and panicking again would abort the test that could
+        // have reported the first one.
+        if let Ok(mut disk) = self.shared.disk.lock() {
+            disk.unlock(self.ticket);
+        }
+    }
+}
+
+impl fmt::Debug for SimLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SimLock")
+            .field("path", &self.path)
+            .field("lock_id", &self.ticket.lock_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FileLock for SimLock {}
 
 /// An open file of a [`SimVfs`].
 struct SimFile {

@@ -42,6 +42,10 @@ pub enum TraceKind {
     Rename,
     /// `Vfs::list_dir`: `len` = entries returned.
     ListDir,
+    /// `Vfs::lock_file`; not `ok` if it failed (the file was locked
+    /// already, or its directory is missing). Dropping the guard is not
+    /// traced.
+    Lock,
     /// Power lost (`crash`, `halt`, or `crash_after_ops` firing).
     Crash,
     /// Power back on.
@@ -71,6 +75,7 @@ impl TraceKind {
             TraceKind::Remove => "remove",
             TraceKind::Rename => "rename",
             TraceKind::ListDir => "list_dir",
+            TraceKind::Lock => "lock",
             TraceKind::Crash => "crash",
             TraceKind::Reboot => "reboot",
             TraceKind::Fault(_) => "fault",
@@ -94,6 +99,7 @@ impl TraceKind {
             TraceKind::Crash => 12,
             TraceKind::Reboot => 13,
             TraceKind::Rename => 14,
+            TraceKind::Lock => 15,
             TraceKind::Fault(fault) => 0x100 + fault.index() as u64,
         }
     }

@@ -10,19 +10,23 @@ use std::sync::Arc;
 use super::Disk;
 use super::dirs::Node;
 use crate::sim::fault::FaultKind;
+use crate::sim::fault_log::FaultEvent;
 use crate::sim::file::chance;
 use crate::sim::trace::TraceKind;
 
 impl Disk {
     /// Power is lost: resolves the page cache per the fault model, kills
-    /// every handle, and leaves the disk down.
+    /// every handle, releases every lock, and leaves the disk down.
     pub(crate) fn power_loss(&mut self) {
         if self.halted {
             return;
         }
         self.halted = true;
         self.generation += 1;
-        self.count_fault(FaultKind::Crash);
+        // The processes holding them died with the power, and the kernel
+        // releases a dead process's flocks.
+        self.locks.clear();
+        self.fault_on_path(FaultEvent::touching(FaultKind::Crash, 0, 0), Path::new(""));
         let no_path = Arc::clone(&self.no_path);
         self.record(TraceKind::Crash, &no_path, 0, 0, 0, true);
         self.resolve_dirs();
@@ -39,15 +43,12 @@ impl Disk {
                     continue;
                 }
                 if weight > 0.0 && chance(&mut self.rng, weight) {
-                    self.count_fault(FaultKind::LostDirEntry);
                     let created = u64::from(current.is_some());
-                    self.record_path(
-                        TraceKind::Fault(FaultKind::LostDirEntry),
-                        &dir_path.join(&name),
-                        0,
-                        created,
-                        true,
-                    );
+                    let entry = dir_path.join(&name);
+                    let event = FaultEvent::touching(FaultKind::LostDirEntry, 0, created);
+                    self.fault_on_path(event, &entry);
+                    let kind = TraceKind::Fault(FaultKind::LostDirEntry);
+                    self.record_path(kind, &entry, 0, created, true);
                     match current {
                         Some(node) => dir.durable.insert(name, node),
                         None => dir.durable.remove(&name),
@@ -84,7 +85,16 @@ impl Disk {
             data.in_dirty_files = false;
             drop(data);
             for outcome in outcomes.drain(..) {
-                self.fault_on_file(outcome.fault, &node, outcome.offset, outcome.len);
+                // A size change is traced as its two sizes; the log gives
+                // the bytes between them, which is what it decided.
+                let (low, high) = if outcome.fault == FaultKind::UnsyncedSizeChange {
+                    let (a, b) = (outcome.offset, outcome.len);
+                    (a.min(b), a.max(b))
+                } else {
+                    (outcome.offset, outcome.offset + outcome.len)
+                };
+                let event = FaultEvent::touching(outcome.fault, low, high - low);
+                self.fault_on_file_traced_as(event, &node, outcome.offset, outcome.len);
             }
         }
     }

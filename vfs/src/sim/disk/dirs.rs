@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use super::{Call, Disk, eio, error, not_found};
 use crate::sim::fault::FaultKind;
+use crate::sim::fault_log::FaultEvent;
 use crate::sim::file::{FileData, FileNode};
 use crate::sim::trace::{TraceKind, path_hash};
 use crate::{DirEntry, OpenMode};
@@ -93,7 +94,7 @@ impl Disk {
             // the crash decides its fate like any other unsynced create.
             OpenMode::CreateNew => {
                 let call = Call::on_path(kind, "create", &path);
-                self.counted(call, |disk, _| disk.create_file(&path))?
+                self.counted(call, |disk, _| disk.create_file("create", &path))?
             }
             OpenMode::ReadOnly | OpenMode::ReadWrite => self.existing_file(&path),
         };
@@ -101,12 +102,14 @@ impl Disk {
         result
     }
 
-    fn create_file(&mut self, path: &Path) -> io::Result<Arc<FileNode>> {
-        let (parent, name) = split(path, "create")?;
+    /// Creates an empty file at `path`: visible at once, durable after
+    /// `sync_dir`. `what` names the call in errors.
+    pub(super) fn create_file(&mut self, what: &str, path: &Path) -> io::Result<Arc<FileNode>> {
+        let (parent, name) = split(path, what)?;
         let Some(dir) = self.dirs.get_mut(parent) else {
             return Err(error(
                 io::ErrorKind::NotFound,
-                "create",
+                what,
                 path,
                 "the parent directory does not exist",
             ));
@@ -114,7 +117,7 @@ impl Disk {
         if dir.entries.contains_key(name) {
             return Err(error(
                 io::ErrorKind::AlreadyExists,
-                "create",
+                what,
                 path,
                 "the path already exists",
             ));
@@ -224,7 +227,8 @@ impl Disk {
         if self.fires(FaultKind::FailedFsync) {
             // Nothing of the directory reaches the platter; entries stay
             // pending, so a later successful sync_dir makes them durable.
-            self.count_fault(FaultKind::FailedFsync);
+            let event = FaultEvent::touching(FaultKind::FailedFsync, 0, 0);
+            self.fault_on_path(event, &dir);
             self.record_path(TraceKind::Fault(FaultKind::FailedFsync), &dir, 0, 0, true);
             self.trace_call(call, false);
             return Err(eio(

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use rand::Rng;
 
 use super::{Call, Disk, Handle, eio, error};
-use crate::sim::fault::{Damage, FaultKind, injected};
+use crate::sim::fault::{FaultKind, injected};
+use crate::sim::fault_log::FaultEvent;
 use crate::sim::file::{FILE_BYTES_MAX, FileNode, PAGE_BYTES, SECTOR_BYTES};
 use crate::sim::trace::TraceKind;
 
@@ -32,7 +33,12 @@ impl Disk {
         if count > 0 && self.fires(FaultKind::BitFlipOnRead) {
             let bit = self.below(count as u64 * 8);
             buf[(bit / 8) as usize] ^= 1 << (bit % 8);
-            self.fault_on_file(FaultKind::BitFlipOnRead, handle.node, offset + bit / 8, 1);
+            let event = FaultEvent {
+                bit: Some((bit % 8) as u8),
+                read: Some((offset, count as u64)),
+                ..FaultEvent::touching(FaultKind::BitFlipOnRead, offset + bit / 8, 1)
+            };
+            self.fault_on_file(event, handle.node);
         }
         self.record_file(TraceKind::Read, handle.node, offset, count as u64, true);
         Ok(count)
@@ -132,7 +138,7 @@ impl Disk {
             self.note_dirty_file(node, &mut data);
         }
         drop(data);
-        self.fault_on_file(fault, node, offset, prefix);
+        self.fault_on_file(FaultEvent::touching(fault, offset, prefix), node);
         Some(error)
     }
 
@@ -176,7 +182,8 @@ impl Disk {
             self.note_dirty_file(node, &mut data);
         }
         drop(data);
-        self.fault_on_file(FaultKind::TornWrite, node, offset, torn.len() as u64);
+        let event = FaultEvent::touching(FaultKind::TornWrite, offset, torn.len() as u64);
+        self.fault_on_file(event, node);
     }
 
     /// The whole write lands at another sector-aligned offset inside the
@@ -202,16 +209,12 @@ impl Disk {
         self.note_dirty_file(node, &mut data);
         drop(data);
         self.misdirected_done = true;
-        let damage = Damage {
-            path: node.path().to_path_buf(),
-            offset: landing,
-            len,
+        // The log lists it as damage too (see `FaultLog`).
+        let event = FaultEvent {
             intended_offset: Some(offset),
-            bit: None,
-            kind: FaultKind::MisdirectedWrite,
+            ..FaultEvent::touching(FaultKind::MisdirectedWrite, landing, len)
         };
-        self.damage.push((damage, Arc::downgrade(node)));
-        self.fault_on_file(FaultKind::MisdirectedWrite, node, landing, len);
+        self.fault_on_file(event, node);
     }
 
     pub(crate) fn set_len(&mut self, handle: &Handle<'_>, len: u64) -> io::Result<()> {
@@ -240,12 +243,15 @@ impl Disk {
         self.check_handle(call, handle)?;
         self.counted(call, |_, _| ())?;
         if self.fires(FaultKind::FailedFsync) {
-            let dropped = if self.coin() {
-                handle.node.lock().drop_dirty_pages() as u64
+            let (dropped, span) = if self.coin() {
+                handle.node.lock().drop_dirty_pages()
             } else {
-                0
+                (0, 0..0)
             };
-            self.fault_on_file(FaultKind::FailedFsync, handle.node, 0, dropped * PAGE_BYTES);
+            let event =
+                FaultEvent::touching(FaultKind::FailedFsync, span.start, span.end - span.start);
+            let traced_len = dropped * PAGE_BYTES;
+            self.fault_on_file_traced_as(event, handle.node, 0, traced_len);
             self.trace_call(call, false);
             let detail = format!("fsync failed, {dropped} dirty pages dropped unwritten");
             return Err(eio(

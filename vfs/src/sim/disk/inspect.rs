@@ -1,6 +1,7 @@
-//! Faults at rest, inspection and setup: what a simulator or a test calls
-//! besides the `Vfs` operations. None of it is counted, so the armed crash
-//! never fires during it; of it only the bit flips are traced.
+//! Faults at rest, inspection (the damage list, the fault log) and setup:
+//! what a simulator or a test calls besides the `Vfs` operations. None of
+//! it is counted, so the armed crash never fires during it; of it only the
+//! bit flips are traced.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -10,6 +11,7 @@ use std::sync::Arc;
 use super::dirs::{Node, normalize, split};
 use super::{Disk, error, not_found};
 use crate::sim::fault::{Damage, FaultKind};
+use crate::sim::fault_log::FaultEvent;
 use crate::sim::file::{FileData, FileNode};
 use crate::sim::trace::TraceEvent;
 
@@ -38,19 +40,14 @@ impl Disk {
         }
         data.flip_durable_bit(bit);
         drop(data);
-        let damage = Damage {
-            // The name the file reports, which is `normal` unless the file
-            // has two names (see `FileNode`): as `damage()` will say.
-            path: node.path().to_path_buf(),
-            offset: bit / 8,
-            len: 1,
-            intended_offset: None,
+        let event = FaultEvent {
             bit: Some((bit % 8) as u8),
-            kind: FaultKind::BitFlipAtRest,
+            ..FaultEvent::touching(FaultKind::BitFlipAtRest, bit / 8, 1)
         };
-        self.damage.push((damage.clone(), Arc::downgrade(&node)));
-        self.fault_on_file(FaultKind::BitFlipAtRest, &node, bit / 8, 1);
-        Ok(damage)
+        // Named as the file reports itself, which is `normal` unless the
+        // file has two names (see `FileNode`): as `damage()` will say.
+        let position = self.fault_on_file(event, &node);
+        Ok(self.fault_log.event(position).damage())
     }
 
     pub(crate) fn flip_random_bit_at_rest(&mut self) -> Option<Damage> {
@@ -72,20 +69,19 @@ impl Disk {
     }
 
     pub(crate) fn damage(&self) -> Vec<Damage> {
-        self.damage
-            .iter()
-            .map(|(damage, node)| match node.upgrade() {
-                Some(node) => Damage {
-                    path: node.path().to_path_buf(),
-                    ..damage.clone()
-                },
-                None => damage.clone(),
-            })
-            .collect()
+        self.fault_log.damage()
     }
 
     pub(crate) fn fault_counts(&self) -> BTreeMap<FaultKind, u64> {
-        self.fault_counts.clone()
+        self.fault_log.counts()
+    }
+
+    pub(crate) fn fault_log_len(&self) -> usize {
+        self.fault_log.len()
+    }
+
+    pub(crate) fn fault_log_since(&self, mark: usize) -> Vec<FaultEvent> {
+        self.fault_log.since(mark)
     }
 
     pub(crate) fn trace(&self) -> Vec<TraceEvent> {

@@ -6,28 +6,32 @@
 //!
 //! This file holds the state and what every operation shares: power, the
 //! count of operations with the crash armed to fire during one of them
-//! ([`Disk::counted`]), fault draws, tracing and errors. The operations
-//! live by what they change: `dirs.rs` names (directories and their
-//! entries), `files.rs` file contents, `crash.rs` what a power loss
-//! resolves, and `inspect.rs` faults at rest, inspection and setup.
+//! ([`Disk::counted`]), fault draws, the fault log, tracing and errors. The
+//! operations live by what they change: `dirs.rs` names (directories and
+//! their entries), `files.rs` file contents, `locks.rs` file locks,
+//! `crash.rs` what a power loss resolves, and `inspect.rs` faults at rest,
+//! inspection and setup.
 
 mod crash;
 mod dirs;
 mod files;
 mod inspect;
+mod locks;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use rand::{Rng, RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::fault::{Damage, FaultConfig, FaultKind, injected};
+use super::fault::{FaultConfig, FaultKind, injected};
+use super::fault_log::{FaultEvent, FaultLog};
 use super::file::{FileData, FileNode, chance};
 use super::trace::{Trace, TraceKind, path_hash};
 use dirs::Dir;
+pub(crate) use locks::LockTicket;
 
 fn error(kind: io::ErrorKind, what: &str, path: &Path, detail: &str) -> io::Error {
     io::Error::new(kind, format!("{what} {}: {detail}", path.display()))
@@ -149,11 +153,13 @@ pub(crate) struct Disk {
     op_count: u64,
     crash_at_op: Option<u64>,
     misdirected_done: bool,
-    /// With the file each hit: `damage()` names it by its path then, so a
-    /// rename after the damage is followed. Weak, so a removed file's
-    /// content is not kept alive for this.
-    damage: Vec<(Damage, Weak<FileNode>)>,
-    fault_counts: BTreeMap<FaultKind, u64>,
+    /// Every injected fault; also their count and the damage list.
+    fault_log: FaultLog,
+    /// Held file locks: the locked file's id to the id of the lock taking
+    /// it. By file, not by name, as `flock` locks an inode: a lock file
+    /// removed and created again is a new, unlocked file.
+    locks: BTreeMap<u64, u64>,
+    next_lock_id: u64,
     trace: Trace,
     /// The path of events that have none (crash, reboot).
     no_path: Arc<Path>,
@@ -178,8 +184,9 @@ impl Disk {
             op_count: 0,
             crash_at_op: None,
             misdirected_done: false,
-            damage: Vec::new(),
-            fault_counts: BTreeMap::new(),
+            fault_log: FaultLog::default(),
+            locks: BTreeMap::new(),
+            next_lock_id: 0,
             trace: Trace::new(),
             no_path: Arc::from(Path::new("")),
         }
@@ -253,8 +260,11 @@ impl Disk {
         self.rng.next_u64() & 1 == 1
     }
 
-    fn count_fault(&mut self, kind: FaultKind) {
-        *self.fault_counts.entry(kind).or_insert(0) += 1;
+    /// Logs (and so counts) a fault that struck a path, not a file: a
+    /// power loss (the empty path), a failed directory sync, a directory
+    /// entry a crash decided. Its trace event, if any, is the caller's.
+    fn fault_on_path(&mut self, event: FaultEvent, path: &Path) -> usize {
+        self.fault_log.record(event, self.op_count, path, None)
     }
 
     fn record(
@@ -308,9 +318,29 @@ impl Disk {
         }
     }
 
-    fn fault_on_file(&mut self, fault: FaultKind, node: &Arc<FileNode>, offset: u64, len: u64) {
-        self.count_fault(fault);
-        self.record_file(TraceKind::Fault(fault), node, offset, len, true);
+    /// Logs (and so counts) a fault that struck the file `node`, and traces
+    /// it with the bytes it touched.
+    fn fault_on_file(&mut self, event: FaultEvent, node: &Arc<FileNode>) -> usize {
+        let (offset, len) = (event.offset, event.len);
+        self.fault_on_file_traced_as(event, node, offset, len)
+    }
+
+    /// As `fault_on_file`, for the faults whose trace event holds other
+    /// numbers than the bytes touched (a failed fsync: the bytes dropped;
+    /// a size change: both sizes): the trace digest pins what it holds.
+    fn fault_on_file_traced_as(
+        &mut self,
+        event: FaultEvent,
+        node: &Arc<FileNode>,
+        offset: u64,
+        len: u64,
+    ) -> usize {
+        let kind = event.kind;
+        let op = self.op_count;
+        let log = &mut self.fault_log;
+        let position = node.with_path(|path| log.record(event, op, path, Some(node)));
+        self.record_file(TraceKind::Fault(kind), node, offset, len, true);
+        position
     }
 
     /// Fails (and traces the failed call) if the disk is down.
