@@ -96,6 +96,14 @@ pub enum Error {
         reason: String,
     },
 
+    /// Another process, or another `Log` in this one, has the directory
+    /// open for writing (SPEC section 9): one writer per log.
+    #[error("log {} is in use by another process or Log", dir.display())]
+    Locked {
+        /// The log's directory.
+        dir: PathBuf,
+    },
+
     /// An append to a log opened with `Log::open_read_only`.
     #[error("the log in {dir} was opened read-only; open it with Log::open to append")]
     ReadOnly {
@@ -164,6 +172,7 @@ impl Error {
                 reason: reason.clone(),
             },
             Error::ReadOnly { dir } => Error::ReadOnly { dir: dir.clone() },
+            Error::Locked { dir } => Error::Locked { dir: dir.clone() },
             Error::Io(error) => Error::Io(io::Error::new(error.kind(), error.to_string())),
             Error::EmptyBatch { stream } => Error::EmptyBatch {
                 stream: stream.clone(),

@@ -869,3 +869,55 @@ fn the_failpoint_has_its_literal_name() {
         ["dur/log/after-write-before-fsync"; 3]
     );
 }
+
+/// One writer per log (SPEC section 9): a second `Log` on the directory
+/// fails at once with `Locked` naming it, on either backend; a read-only
+/// opening takes no lock; dropping the writer frees the directory.
+#[test]
+fn a_second_writer_is_refused_until_the_first_goes() {
+    for backend in Backend::all() {
+        let first = backend.open(clock(0)).unwrap();
+        first
+            .append("s", Expected::Any, &[event("t", b"one")])
+            .unwrap();
+        let error = backend.open(clock(0)).err().expect("a second writer");
+        match &error {
+            Error::Locked { dir } => assert_eq!(*dir, backend.dir()),
+            other => panic!("{}: {other}", backend.name()),
+        }
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "log {} is in use by another process or Log",
+                backend.dir().display()
+            )
+        );
+        let reader = Log::open_read_only(backend.vfs(), backend.dir()).unwrap();
+        assert_eq!(reader.version("s"), 1, "readers take no lock");
+        drop(reader);
+        first
+            .append("s", Expected::Any, &[event("t", b"two")])
+            .unwrap();
+        drop(first);
+        let again = backend.open(clock(0)).unwrap();
+        assert_eq!(again.version("s"), 2);
+    }
+}
+
+/// A power loss frees the lock, as the kernel frees a dead process's
+/// `flock`: the next life opens even while the old `Log` value lingers.
+#[test]
+fn a_power_loss_frees_the_lock() {
+    let backend = Backend::sim(5);
+    let old = backend.open(clock(0)).unwrap();
+    old.append("s", Expected::Any, &[event("t", b"one")])
+        .unwrap();
+    backend.crash();
+    let new = backend.open(clock(0)).unwrap();
+    assert_eq!(new.version("s"), 1);
+    drop(old);
+    assert!(
+        matches!(backend.open(clock(0)), Err(Error::Locked { .. })),
+        "the old life's drop must not free the new life's lock"
+    );
+}

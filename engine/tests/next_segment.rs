@@ -373,6 +373,9 @@ impl Vfs for Gated {
     fn create_dir_all(&self, dir: &Path) -> std::io::Result<()> {
         self.inner.create_dir_all(dir)
     }
+    fn lock_file(&self, path: &Path) -> std::io::Result<Box<dyn durlog::vfs::FileLock>> {
+        self.inner.lock_file(path)
+    }
     fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
         self.inner.sync_dir(dir)
     }
@@ -470,7 +473,8 @@ fn a_roll_waits_for_a_preparation_under_way() {
     assert_eq!(segments(&vfs).len(), 2);
 }
 
-/// A Vfs written before `rename` existed: the trait's default refuses it.
+/// A Vfs written before `rename` and `lock_file` existed: the trait's
+/// defaults refuse both (the log then opens without a lock, and warns).
 #[derive(Debug)]
 struct NoRename(SimVfs);
 

@@ -87,6 +87,9 @@ pub struct Log {
     /// A leaf lock: payload buffers of published appends, for the next
     /// ones to encode into (`submit` encodes before it takes `shared`).
     spare_payloads: Mutex<Vec<Vec<u8>>>,
+    /// The writer's lock on the directory (`LOCK_FILE_NAME`), held for the
+    /// log's life; declared last so that it goes last, after the files.
+    lock: Option<Box<dyn durlog_vfs::FileLock>>,
 }
 
 /// Buffers kept in [`Log::spare_payloads`]: enough for one per writer of a

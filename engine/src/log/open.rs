@@ -2,10 +2,11 @@
 //! found made durable before anything is built on it, then the `Log`
 //! assembled. A read-only opening runs the scan alone and has no writer.
 
+use std::io;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use durlog_vfs::{OpenMode, PosixVfs, Vfs, VfsFile};
+use durlog_vfs::{FileLock, OpenMode, PosixVfs, Vfs, VfsFile};
 
 use crate::error::Error;
 use crate::recovery::{self, RecoveryReport, Scanned, Tail};
@@ -52,6 +53,7 @@ impl Log {
         let settings = Arc::new(Settings::new(Arc::new(vfs), dir.as_ref(), options, tuning));
         let (vfs, dir) = (settings.vfs.as_ref(), settings.dir.as_path());
         vfs.create_dir_all(dir)?;
+        let lock = take_lock(&settings)?;
         let scanned = recovery::scan(vfs, dir, settings.group_bytes_max, &mut |_| {})?;
         let (report, active) = make_durable(vfs, dir, scanned.report.clone(), &scanned)?;
         let active_len = scanned.segments.last().map_or(0, |segment| segment.len);
@@ -60,7 +62,9 @@ impl Log {
         let writer = WriterSide::new(Arc::clone(&settings), writer);
         // The scan synced the active segment once: the first sync counted.
         let syncs = u64::from(scanned.segments.last().is_some());
-        Ok(assemble(settings, scanned, report, Some(writer), syncs))
+        let mut log = assemble(settings, scanned, report, Some(writer), syncs);
+        log.lock = lock;
+        Ok(log)
     }
 
     /// Opens the log in `dir` for reading only: nothing on disk changes (no
@@ -78,6 +82,26 @@ impl Log {
         log_opened(dir, &scanned.report);
         let report = scanned.report.clone();
         Ok(assemble(Arc::new(settings), scanned, report, None, 0))
+    }
+}
+
+/// Takes the writer's lock on the directory: one process (and one `Log`)
+/// writes a log at a time, or acknowledged appends interleave and vanish.
+/// A Vfs that cannot lock is warned about and used without one.
+fn take_lock(settings: &Settings) -> Result<Option<Box<dyn FileLock>>, Error> {
+    match settings.vfs.lock_file(&settings.lock_path) {
+        Ok(lock) => Ok(Some(lock)),
+        Err(error) if error.kind() == io::ErrorKind::WouldBlock => Err(Error::Locked {
+            dir: settings.dir.clone(),
+        }),
+        Err(error) if error.kind() == io::ErrorKind::Unsupported => {
+            log::warn!(
+                "durlog: {} is opened without a lock ({error}): nothing stops a second writer",
+                settings.dir.display()
+            );
+            Ok(None)
+        }
+        Err(error) => Err(Error::Io(error)),
     }
 }
 
@@ -183,5 +207,6 @@ fn assemble(
         writer,
         handles: Mutex::new(Handles::default()),
         spare_payloads: Mutex::new(Vec::new()),
+        lock: None,
     }
 }

@@ -100,13 +100,15 @@ impl Backend {
         }
     }
 
-    /// Names of the files in the log directory, sorted.
+    /// Names of the files in the log directory, sorted, but for the lock
+    /// file: a writer's bookkeeping, empty, and there from its first open.
     pub fn files(&self) -> Vec<String> {
         self.vfs()
             .list_dir(&self.dir())
             .expect("list log directory")
             .into_iter()
             .map(|entry| entry.name)
+            .filter(|name| name != durlog::format::LOCK_FILE_NAME)
             .collect()
     }
 
@@ -263,6 +265,9 @@ impl Vfs for Recorder {
     }
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
         self.inner.create_dir_all(dir)
+    }
+    fn lock_file(&self, path: &Path) -> io::Result<Box<dyn durlog::vfs::FileLock>> {
+        self.inner.lock_file(path)
     }
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         self.push(Op::SyncDir(file_name(dir)));
