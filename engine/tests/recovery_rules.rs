@@ -49,7 +49,7 @@ fn open_shape(
     let opened = durlog::Log::open_tuned(backend.vfs(), backend.dir(), clock(0), tuning);
     match (checked, opened) {
         (Ok(report), Ok(log)) => {
-            assert_eq!(log.last_seq(), 3, "{}", backend.name());
+            assert_eq!(log.last_seq(), report.last_seq, "{}", backend.name());
             assert_eq!(log.recovery().decided_by, report.decided_by);
             Ok(report)
         }
@@ -90,7 +90,10 @@ fn assert_refused(bytes: &[u8], group_bytes_max: u64, rule: Rule, why: &str) {
 fn assert_truncated(bytes: &[u8], rule: Rule, why: &str) {
     for backend in Backend::all() {
         match open_shape(&backend, bytes, durlog::GROUP_BYTES_MAX) {
-            Ok(report) => assert_eq!(report.decided_by, Some(rule), "{why}"),
+            Ok(report) => {
+                assert_eq!(report.decided_by, Some(rule), "{why}");
+                assert_eq!(report.last_seq, 3, "{why}");
+            }
             Err((error, rule)) => panic!("{why} on {}: {error} ({rule:?})", backend.name()),
         }
         assert_eq!(backend.read_file(SEG1), acknowledged(), "{why}: cut");
@@ -138,13 +141,30 @@ fn a_torn_prefix_of_the_last_group_is_truncated() {
     }
 }
 
-/// A page of the last group lost at the crash (zeros where record 4 was)
-/// with the next pages kept: the later records sit exactly where the group
-/// put them, so nothing proves the damage was synced.
+/// The first page of the last group lost at the crash (it holds what it
+/// held before: the acknowledged records, then zeros) and the next page
+/// kept: the later records sit exactly where the group put them, so
+/// nothing proves the damage was synced.
 #[test]
 fn a_lost_page_inside_the_last_group_is_truncated() {
-    let bytes = shape(&[&acknowledged(), &zeros(86), &record(5, 40), &record(6, 40)]);
+    let group = shape(&[&record(4, 4000), &record(5, 40), &record(6, 40)]);
+    let kept = 4096 - DAMAGE_AT as usize;
+    let bytes = shape(&[&acknowledged(), &zeros(kept), &group[kept..]]);
     assert_truncated(&bytes, Rule::Torn, "lost page");
+}
+
+/// The same group with its first page kept and a later one lost: record
+/// 4 is whole, record 5 starts in the lost page. Truncated after record 4.
+#[test]
+fn a_kept_page_then_a_lost_one_is_truncated_after_the_last_whole_record() {
+    let group = shape(&[&record(4, 3700), &record(5, 400), &record(6, 40)]);
+    let mut bytes = shape(&[&acknowledged(), &group]);
+    bytes[4096..].iter_mut().for_each(|byte| *byte = 0);
+    for backend in Backend::all() {
+        let report = open_shape(&backend, &bytes, durlog::GROUP_BYTES_MAX).unwrap();
+        assert_eq!(report.last_seq, 4, "{}", backend.name());
+        assert_eq!(report.decided_by, Some(Rule::Torn));
+    }
 }
 
 #[test]
@@ -157,6 +177,15 @@ fn a_record_with_another_seq_at_the_damage_is_refused() {
             "another seq at the damage",
         );
     }
+}
+
+/// The first bytes of record 5 where record 4 belongs, cut short (a group
+/// written over the end of the log, then cut back): no valid record, but
+/// its header claims another seq than a torn record 4 could.
+#[test]
+fn another_records_header_at_the_damage_is_refused() {
+    let bytes = shape(&[&acknowledged(), &record(5, 40)[..50]]);
+    assert_refused(&bytes, durlog::GROUP_BYTES_MAX, Rule::SeqAtDamage, "header");
 }
 
 /// The expected record itself, whole and valid, after zeros: a group that
@@ -210,7 +239,9 @@ fn records_out_of_order_after_the_damage_are_refused() {
 
 /// Two flipped bits in record 4 (no single-bit repair), records 5 and 6
 /// intact after it: with a 100-byte group window, record 6 ends past what
-/// one group can reach from the damage, so the damage was synced.
+/// one group can reach from the damage, so the damage was synced. With the
+/// default window, record 5 in record 4's own page proves it all the same:
+/// a crash keeps or loses a page whole.
 #[test]
 fn a_record_beyond_the_group_window_is_refused() {
     let mut damaged = record(4, 40);
@@ -218,9 +249,21 @@ fn a_record_beyond_the_group_window_is_refused() {
     damaged[70] ^= 0x20;
     let bytes = shape(&[&acknowledged(), &damaged, &record(5, 40), &record(6, 40)]);
     assert_refused(&bytes, 100, Rule::BeyondGroup, "beyond the window");
-    // With the default window the same bytes are what a torn group with a
-    // damaged first page could leave: ambiguous, and truncated.
-    assert_truncated(&bytes, Rule::Torn, "within the default window");
+    assert_refused(
+        &bytes,
+        durlog::GROUP_BYTES_MAX,
+        Rule::Misplaced,
+        "same page",
+    );
+}
+
+/// Zeros where record 4 was written, and record 5 right after them in the
+/// same page: the page was kept (record 5 is there), so record 4 would be
+/// too. A group written elsewhere (a misdirected write) leaves this.
+#[test]
+fn a_hole_before_a_record_in_the_same_page_is_refused() {
+    let bytes = shape(&[&acknowledged(), &zeros(86), &record(5, 40), &record(6, 40)]);
+    assert_refused(&bytes, durlog::GROUP_BYTES_MAX, Rule::Misplaced, "hole");
 }
 
 #[test]

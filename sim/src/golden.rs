@@ -5,7 +5,8 @@
 //! single record is. A log that computed its CRC differently, or named or
 //! rolled its segments wrong, passes its own recovery but fails here.
 
-use std::path::Path;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
 
 use durlog_vfs::{SimVfs, Vfs};
 
@@ -105,9 +106,10 @@ pub fn record_bytes(stream: &str, events: &[ModelEvent]) -> u64 {
     length.0
 }
 
-/// The one file besides segments FORMAT.md allows: the next segment,
-/// prepared ahead as zeros.
+/// The files besides segments FORMAT.md allows: the next segment,
+/// prepared ahead as zeros, and the writer's lock file, empty.
 const NEXT_SEGMENT_NAME: &str = "next-segment.zeros";
+const LOCK_FILE_NAME: &str = "durlog.lock";
 
 /// Checks the directory against the model, as the module doc says. The
 /// last segment may carry a zero tail (preallocation) up to the segment
@@ -127,6 +129,12 @@ pub fn check_layout(
         .map(|entry| entry.name)
         .collect();
     let mut disk_bytes = 0;
+    if let Some(at) = names.iter().position(|name| name == LOCK_FILE_NAME) {
+        let name = names.remove(at);
+        if !contents(vfs, dir, &name)?.is_empty() {
+            return Err(format!("the lock file {name} holds bytes"));
+        }
+    }
     if let Some(at) = names.iter().position(|name| name == NEXT_SEGMENT_NAME) {
         let name = names.remove(at);
         let bytes = contents(vfs, dir, &name)?;
@@ -255,6 +263,94 @@ fn check_zero_tail(
         ));
     }
     Ok(())
+}
+
+/// One acknowledged record, where FORMAT.md puts it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placed {
+    pub seq: u64,
+    pub file: PathBuf,
+    pub offset: u64,
+    pub len: u64,
+}
+
+impl Placed {
+    /// The record's bytes in its file.
+    pub fn bytes(&self) -> Range<u64> {
+        self.offset..self.offset + self.len
+    }
+}
+
+/// Where each acknowledged record lies: in the segment named by the
+/// largest first seq at or below its own, right after the record before
+/// it there. Computed from the model's sizes and the segment names in the
+/// directory, never from the engine.
+pub struct Placement {
+    records: Vec<Placed>,
+}
+
+impl Placement {
+    pub fn new(vfs: &SimVfs, dir: &Path, model: &Model) -> Placement {
+        let mut firsts: Vec<u64> = vfs
+            .list_dir(dir)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|entry| segment_first_seq(&entry.name))
+            .collect();
+        firsts.sort_unstable();
+        let mut records = Vec::new();
+        let mut offset = 0;
+        let mut current = None;
+        for (seq, bytes) in model.encoded_records() {
+            let Some(&first) = firsts.iter().rev().find(|&&first| first <= seq) else {
+                continue;
+            };
+            if current != Some(first) {
+                current = Some(first);
+                offset = 0;
+            }
+            let len = bytes.len() as u64;
+            records.push(Placed {
+                seq,
+                file: dir.join(format!("{first:020}.log")),
+                offset,
+                len,
+            });
+            offset += len;
+        }
+        Placement { records }
+    }
+
+    /// The record that starts at `offset` of `file`.
+    pub fn at(&self, file: &Path, offset: u64) -> Option<&Placed> {
+        self.records
+            .iter()
+            .find(|placed| placed.file == file && placed.offset == offset)
+    }
+
+    /// The record with seq `seq`.
+    pub fn of(&self, seq: u64) -> Option<&Placed> {
+        self.records.iter().find(|placed| placed.seq == seq)
+    }
+
+    /// Where the acknowledged records of `file` end (0 if it holds none).
+    pub fn end_in(&self, file: &Path) -> u64 {
+        self.records
+            .iter()
+            .filter(|placed| placed.file == file)
+            .map(|placed| placed.offset + placed.len)
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// The first seq a segment file name gives, by FORMAT.md: 20 decimal
+/// digits and `.log`.
+fn segment_first_seq(name: &str) -> Option<u64> {
+    let digits = name.strip_suffix(".log")?;
+    (digits.len() == 20 && digits.bytes().all(|byte| byte.is_ascii_digit()))
+        .then(|| digits.parse().ok())
+        .flatten()
 }
 
 #[cfg(test)]

@@ -230,6 +230,16 @@ fn draw_tuning(rng: &mut ChaCha8Rng, seed: u64) -> (durlog::Tuning, u32) {
         durlog::NextSegment::OnCall
     };
     let prepare_every = [1, 2, 5][((next_draw >> 8) % 3) as usize];
+    // The group window shrinks as segments do, so that recovery's rule
+    // for a record beyond it decides on logs of a few KiB; half the seeds
+    // keep the default. Recovery is told the same window.
+    tuning.group_bytes_max = match mix(seed ^ 3) % 8 {
+        0 => 128,
+        1 => 512,
+        2 => 2048,
+        3 => 8192,
+        _ => durlog::GROUP_BYTES_MAX,
+    };
     (tuning, prepare_every)
 }
 

@@ -12,7 +12,7 @@
 //! |---|---|---|
 //! | [`Rule::Sealed`] | the damage is in a segment a later one follows | refuse |
 //! | [`Rule::ZeroTail`] | zeros only, to the end of the file | end of the log |
-//! | [`Rule::SeqAtDamage`] | a valid record at `d` whose seq is not `e` | refuse (misplaced) |
+//! | [`Rule::SeqAtDamage`] | a record at `d` (valid, or its header alone) with a seq other than `e` | refuse (misplaced) |
 //! | [`Rule::BeyondGroup`] | a valid later record ends past the group window | refuse (synced damage) |
 //! | [`Rule::SingleBit`] | one flipped bit makes the record valid, and the next follows | refuse (flip at rest) |
 //! | [`Rule::Misplaced`] | a valid later record where the torn write cannot have put it | refuse (misplaced) |
@@ -186,6 +186,16 @@ impl Scanner {
                 ),
             ));
         }
+        if let Some(claimed) = Header::peek(rest).map(|header| header.seq)
+            && claims_another_seq(claimed, expected)
+        {
+            return Some((
+                Rule::SeqAtDamage,
+                format!(
+                    "{damage}, and its header claims seq {claimed} where seq {expected} belongs: the start of another record, a misplaced or misdirected write, not a torn one; acknowledged data is damaged"
+                ),
+            ));
+        }
         let candidates = candidates(rest, expected);
         if let Some(later) = candidates
             .iter()
@@ -208,7 +218,7 @@ impl Scanner {
                 ),
             ));
         }
-        let (misplaced, why) = misplaced(rest, expected, &candidates)?;
+        let (misplaced, why) = misplaced(rest, offset, expected, &candidates)?;
         Some((
             Rule::Misplaced,
             format!(
@@ -241,6 +251,17 @@ impl Scanner {
         let next = parse_record(bytes.get(len..)?).ok()?;
         (next.seq == self.next_seq + 1 && inspect_batch(next.payload).is_ok()).then_some(bit)
     }
+}
+
+/// Whether a damaged record's header, claiming seq `claimed` where
+/// `expected` belongs, is another record's: a torn write leaves the
+/// expected header, a prefix of it followed by zeros (its low bytes), or
+/// garbage, which lands among the seqs a log can have (1 to `expected +
+/// 2^32`) once in about 2^32 tears.
+fn claims_another_seq(claimed: u64, expected: u64) -> bool {
+    let plausible = claimed >= 1 && claimed < expected.saturating_add(1 << 32);
+    let cut_short = (1..8).any(|bytes| claimed == expected & ((1u64 << (8 * bytes)) - 1));
+    plausible && claimed != expected && !cut_short
 }
 
 /// `len` bytes at `offset`, read until two reads in a row agree.
@@ -283,24 +304,35 @@ fn candidates(rest: &[u8], expected: u64) -> Vec<Candidate> {
     found
 }
 
+/// The unit in which the page cache writes a file back, and in which a
+/// crash keeps or loses unsynced data (FORMAT.md, "Assumptions about the
+/// medium"): a 4 KiB page of the file reaches the disk whole or not at all.
+const PAGE_BYTES: u64 = 4096;
+
 /// A candidate the torn last write cannot have put where it is, and why.
-/// That write put record `e` (`expected`) at the damage and each later
-/// record right after the one before, so a record of it with seq `s` lies
-/// at least `(s - e) x RECORD_BYTES_MIN` bytes after the damage, outside
-/// the damaged record's own extent (when its header is the write's own:
-/// it carries seq `e`), and after every record of it with a lower seq.
+/// That write put record `e` (`expected`) at the damage (`offset`) and
+/// each later record right after the one before, so a record of it with
+/// seq `s` lies at least `(s - e) x RECORD_BYTES_MIN` bytes after the
+/// damage, outside the damaged record's own extent (when its header is
+/// the write's own: it carries seq `e`), after every record of it with a
+/// lower seq, and in a later page than the damage: a page of the write
+/// that kept a later record kept record `e` too, whole, had it been there.
 fn misplaced<'c>(
     rest: &[u8],
+    offset: u64,
     expected: u64,
     candidates: &'c [Candidate],
 ) -> Option<(&'c Candidate, &'static str)> {
     let own_extent = Header::peek(rest)
         .filter(|header| header.seq == expected)
         .map(|header| header.record_len());
+    let damage_page = offset / PAGE_BYTES;
     let mut previous: Option<&Candidate> = None;
     for candidate in candidates {
         let why = if candidate.seq == expected {
             Some("the expected seq, away from the damage")
+        } else if (offset + candidate.at as u64) / PAGE_BYTES == damage_page {
+            Some("in the damaged record's own page, which a crash keeps or loses whole")
         } else if (candidate.at as u64) < (candidate.seq - expected) * RECORD_BYTES_MIN {
             Some("too close to the damage for the records before it")
         } else if own_extent.is_some_and(|extent| (candidate.at as u64) < extent) {
@@ -316,4 +348,29 @@ fn misplaced<'c>(
         previous = Some(candidate);
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::claims_another_seq;
+
+    /// A tear inside the seq field leaves the expected seq's low bytes and
+    /// zeros: that is the expected record cut short, never another one.
+    #[test]
+    fn a_cut_short_seq_is_not_another_record() {
+        let expected = 0x0001_0203_0405;
+        for bytes in 1..8 {
+            let cut = expected & ((1u64 << (8 * bytes)) - 1);
+            assert!(
+                !claims_another_seq(cut, expected),
+                "cut after {bytes} bytes"
+            );
+        }
+        assert!(!claims_another_seq(expected, expected));
+        assert!(!claims_another_seq(0, expected), "zeros");
+        assert!(!claims_another_seq(u64::MAX, expected), "garbage far off");
+        assert!(claims_another_seq(expected + 1, expected));
+        assert!(claims_another_seq(expected - 7, expected));
+        assert!(claims_another_seq(2, 1));
+    }
 }

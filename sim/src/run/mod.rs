@@ -10,6 +10,7 @@
 //! what the disk reports, and counts what the oracle accepted
 //! (`crate::report`). The first violation ends the run.
 
+mod excuse;
 mod oracle;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -17,13 +18,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
-use durlog::recovery::Tail;
-use durlog::{Error, Event, Expected, Log, NextSegment, Options, Ticket, Tuning};
+use durlog::{Error, Event, Expected, Log, NextSegment, Options, Ticket, Tuning, recovery};
 use durlog_vfs::{FaultKind, SimVfs};
 
 use crate::model::ModelEvent;
 use crate::plan::{Action, CrashSpec, EventSpec, ExpectedSpec, Plan, QuotaChange};
-use oracle::{Check, CommitFacts, DiskView, Limits, Oracle, Submitted};
+use excuse::Evidence;
+use oracle::{Check, CommitFacts, Limits, Oracle, Submitted};
 
 pub use crate::report::{Counters, CrashPoint, Recovery, SeedResult, Violation};
 
@@ -66,26 +67,16 @@ pub fn run_plan(plan: &Plan, keep: Option<&[bool]>, trace: bool) -> SeedResult {
             violation.message
         );
     }
-    let excused = world.oracle.excused();
+    let excused = world.oracle.excused().clone();
     let mut result = world.result;
     result.seed = plan.seed;
-    result.counters.read_errors = excused.read_errors;
-    result.counters.acked_lost_to_window = excused.acked_lost_to_window;
+    result.excused = excused;
     result.faults = world.vfs.fault_counts();
     result.digest = world.vfs.trace_digest();
     result.violation = outcome.err();
     result.trace = world.trace.unwrap_or_default();
     result
 }
-
-/// The fault kinds that make a disk operation fail with an error (rather
-/// than lose or damage data silently).
-const INJECTED_IO_KINDS: [FaultKind; 4] = [
-    FaultKind::FailedFsync,
-    FaultKind::ShortWrite,
-    FaultKind::NoSpace,
-    FaultKind::BitFlipOnRead,
-];
 
 struct World<'a> {
     plan: &'a Plan,
@@ -247,6 +238,7 @@ impl<'a> World<'a> {
         Limits {
             segment_bytes: self.plan.segment_bytes,
             max_bytes: self.max_bytes,
+            group_bytes_max: self.plan.tuning.group_bytes_max,
         }
     }
 
@@ -297,16 +289,8 @@ impl<'a> World<'a> {
         }
     }
 
-    fn op_faults_injected(&self) -> u64 {
-        let counts = self.vfs.fault_counts();
-        INJECTED_IO_KINDS
-            .iter()
-            .map(|kind| counts.get(kind).copied().unwrap_or(0))
-            .sum()
-    }
-
     fn commit(&mut self, crash: CrashSpec) -> Check {
-        let faults_before = self.op_faults_injected();
+        let mark = self.vfs.fault_log_len();
         match crash {
             CrashSpec::AfterOps(n) => self.vfs.crash_after_ops(n),
             CrashSpec::Failpoint => self.failpoint_armed.store(true, Ordering::SeqCst),
@@ -321,7 +305,8 @@ impl<'a> World<'a> {
         let finished = self.log().commit_next_group();
         self.vfs.crash_after_ops(0);
         self.failpoint_armed.store(false, Ordering::SeqCst);
-        let faulted = self.vfs.is_halted() || self.op_faults_injected() > faults_before;
+        let faulted =
+            self.vfs.is_halted() || excuse::explains_io_error(&self.vfs.fault_log_since(mark));
         note!(self, "      {finished} appends finished");
         self.collect_outcomes(faulted)?;
         if self.vfs.is_halted() {
@@ -333,11 +318,9 @@ impl<'a> World<'a> {
             return self.power_loss(point, CrashSpec::None, false);
         }
         let poisoned = self.log().is_poisoned();
-        self.oracle.check_committed(
-            poisoned,
-            &DiskView::new(&self.vfs, &self.dir, &self.plan.faults),
-            self.limits(),
-        )?;
+        let evidence = Evidence::new(&self.vfs, &self.dir);
+        self.oracle
+            .check_committed(poisoned, &evidence, self.limits())?;
         if poisoned {
             note!(self, "      the log is poisoned: restart the process");
             return self.restart(CrashSpec::None);
@@ -382,9 +365,12 @@ impl<'a> World<'a> {
 
     fn read(&mut self, stream: &str, from: u64, limit: usize) -> Check {
         self.result.counters.reads += 1;
+        let mark = self.vfs.fault_log_len();
         let got = self.log().read(stream, from, limit);
-        let disk = DiskView::new(&self.vfs, &self.dir, &self.plan.faults);
-        self.oracle.check_read(stream, from, limit, got, &disk)
+        let faults = self.vfs.fault_log_since(mark);
+        let evidence = Evidence::new(&self.vfs, &self.dir);
+        self.oracle
+            .check_read(stream, from, limit, got, &evidence, &faults)
     }
 
     /// Power fails (if it has not already), the process dies with it, and
@@ -462,7 +448,7 @@ impl<'a> World<'a> {
             if let Some(n) = arm.take() {
                 self.vfs.crash_after_ops(n);
             }
-            let faults_before = self.op_faults_injected();
+            let mark = self.vfs.fault_log_len();
             let opened = self.open();
             self.vfs.crash_after_ops(0);
             self.result.counters.reopens += 1;
@@ -480,23 +466,21 @@ impl<'a> World<'a> {
                     offset,
                     reason,
                 }) => {
-                    oracle::excuse_refusal(
-                        &file,
-                        offset,
-                        &reason,
-                        &DiskView::new(&self.vfs, &self.dir, &self.plan.faults),
-                    )?;
+                    let rule = self.refusing_rule(&file, offset)?;
+                    let evidence = Evidence::new(&self.vfs, &self.dir);
+                    self.oracle.check_refusal(&file, offset, rule, &evidence)?;
                     note!(
                         self,
-                        "      corruption refused: {}:{offset}: {reason}",
+                        "      refused by {}: {}:{offset}: {reason}",
+                        rule.name(),
                         file.display()
                     );
-                    self.result.count_recovery(Recovery::CorruptionRefused);
+                    self.result.count_recovery(Recovery::Decided(rule));
                     self.start_over();
                 }
                 Err(error) => {
-                    let faulted = self.op_faults_injected() > faults_before;
-                    oracle::excuse_open_failure(&error, faulted)?;
+                    let faults = self.vfs.fault_log_since(mark);
+                    self.oracle.check_failed_open(&error, &faults)?;
                     note!(
                         self,
                         "      open failed on an injected fault, retrying: {error}"
@@ -510,19 +494,40 @@ impl<'a> World<'a> {
         Ok(())
     }
 
+    /// The rule that refused the log at `file` and `offset`, from a
+    /// read-only check of the same directory, which must refuse it alike.
+    fn refusing_rule(&self, file: &std::path::Path, offset: u64) -> Result<durlog::Rule, String> {
+        let window = self.plan.tuning.group_bytes_max;
+        match recovery::check(&self.vfs, &self.dir, window) {
+            Err(durlog::Refusal {
+                error:
+                    Error::Corrupt {
+                        file: again,
+                        offset: at,
+                        ..
+                    },
+                rule: Some(rule),
+            }) if again == file && at == offset => Ok(rule),
+            other => Err(format!(
+                "Open refused {}:{offset}, but a read-only check of the same directory says {other:?}",
+                file.display()
+            )),
+        }
+    }
+
     /// The log opened: the oracle judges what recovery kept, then the run
     /// goes on with it.
     fn reopened(&mut self, log: Log) -> Check {
         note!(self, "      reopened: {:?}", log.recovery());
-        self.result.count_recovery(match log.recovery().tail {
-            Tail::Clean => Recovery::Clean,
-            Tail::Zeros { .. } => Recovery::ZeroTailTruncated,
-            _ => Recovery::TornTailTruncated,
-        });
-        let disk = DiskView::new(&self.vfs, &self.dir, &self.plan.faults);
+        self.result.count_recovery(
+            log.recovery()
+                .decided_by
+                .map_or(Recovery::Clean, Recovery::Decided),
+        );
+        let evidence = Evidence::new(&self.vfs, &self.dir);
         let limits = self.limits();
         self.oracle
-            .check_reopened(&log, &disk, limits, self.final_reopen)?;
+            .check_reopened(&log, &evidence, limits, self.final_reopen)?;
         self.log = Some(log);
         Ok(())
     }
@@ -538,8 +543,8 @@ impl<'a> World<'a> {
 
     fn full_check(&mut self) -> Check {
         let log = self.log.take().expect("open");
-        let disk = DiskView::new(&self.vfs, &self.dir, &self.plan.faults);
-        let result = self.oracle.check_log(&log, &disk);
+        let evidence = Evidence::new(&self.vfs, &self.dir);
+        let result = self.oracle.check_log(&log, &evidence);
         self.log = Some(log);
         result
     }

@@ -3,24 +3,28 @@
 //!
 //! The contract with the runner: the runner reports what happened (an
 //! append's outcome and the facts of the commit that finished it, a read's
-//! result, a reopened log, a refused or failed open) together with a
-//! [`DiskView`]: the damage the disk says it did to this log, and the disk
-//! itself to read. Each check returns `Ok` or the violation's message. The
-//! model moves only on an acknowledgement, on an in-doubt append that a
-//! reopen found whole, and on a loss that damage excuses; outcomes accepted
-//! only because a fault explains them are counted in [`Excused`]. The
-//! oracle reads the log and the disk but changes neither, and it judges
-//! with its own code: its own reading of `Expected`, its own encoder of
-//! the bytes and record sizes (`golden`), never the engine's.
+//! result and the faults injected during it, a reopened log, a refused or
+//! failed open) together with the [`Evidence`]: the damage the disk says it
+//! did to this log, and the disk itself to read. Each check returns `Ok` or
+//! the violation's message. The model moves only on an acknowledgement, on
+//! an in-doubt append that a reopen found whole, and on a loss that an
+//! excuse covers (`excuse.rs`); outcomes accepted only because a fault
+//! explains them are counted by [`Excuse`]. The oracle reads the log and
+//! the disk but changes neither, and it judges with its own code: its own
+//! reading of `Expected`, its own encoder of the bytes and record sizes
+//! (`golden`), never the engine's.
 
-use std::path::Path;
+use std::collections::BTreeMap;
 
 use durlog::recovery::{self, Tail};
 use durlog::{Error, Event, Expected, Log};
-use durlog_vfs::{Damage, FaultConfig, FaultKind, SimVfs, Vfs};
+use durlog_vfs::FaultEvent;
 
 use crate::golden;
 use crate::model::{Model, ModelEvent};
+use crate::report::Excuse;
+
+use super::excuse::{self, Evidence};
 
 /// Logs up to this size have their bytes checked at every reopen (larger
 /// ones at the end of the run, and by `recovery::verify` at every reopen).
@@ -46,7 +50,8 @@ pub(crate) struct Submitted {
 pub(crate) struct CommitFacts {
     /// The quota the log runs under (0: none).
     pub(crate) max_bytes: u64,
-    /// Power was lost, or the disk injected an I/O fault, during the commit.
+    /// Power was lost, or the disk injected a fault that fails an
+    /// operation, during the commit.
     pub(crate) faulted: bool,
     /// Power is off now.
     pub(crate) halted: bool,
@@ -60,47 +65,8 @@ pub(crate) struct Limits {
     pub(crate) segment_bytes: u64,
     /// The quota (0: none).
     pub(crate) max_bytes: u64,
-}
-
-/// What the disk tells the oracle about the log under judgement.
-pub(crate) struct DiskView<'a> {
-    /// Read only: the directory and the bytes are the oracle's evidence.
-    pub(crate) vfs: &'a SimVfs,
-    pub(crate) dir: &'a Path,
-    /// The damage the disk reports in this log's directory; damage to the
-    /// logs a run left behind excuses nothing here.
-    pub(crate) damage: Vec<Damage>,
-    /// The faults the run enabled. A failed read is still excused by
-    /// `BitFlipOnRead` being enabled, not by a read the disk really flipped
-    /// (SPEC section 6 asks for the latter).
-    pub(crate) faults: &'a FaultConfig,
-}
-
-impl<'a> DiskView<'a> {
-    pub(crate) fn new(vfs: &'a SimVfs, dir: &'a Path, faults: &'a FaultConfig) -> DiskView<'a> {
-        let mut damage = vfs.damage();
-        damage.retain(|damage| damage.path.starts_with(dir));
-        DiskView {
-            vfs,
-            dir,
-            damage,
-            faults,
-        }
-    }
-
-    fn damaged(&self, file: &Path) -> bool {
-        self.damage.iter().any(|damage| damage.path == file)
-    }
-}
-
-/// Outcomes the oracle accepted only because a fault explains them.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Excused {
-    /// Reads that failed on injected read faults or damage.
-    pub(crate) read_errors: u64,
-    /// Acknowledged records lost to damage inside the documented ambiguity
-    /// window.
-    pub(crate) acked_lost_to_window: u64,
+    /// The group window the writers used, which recovery assumes.
+    pub(crate) group_bytes_max: u64,
 }
 
 #[derive(Debug, Default)]
@@ -110,7 +76,7 @@ pub(crate) struct Oracle {
     /// (power loss, or a cut-back that failed): after the next reopen each
     /// is whole or absent, and the survivors come first.
     in_doubt: Vec<Submitted>,
-    excused: Excused,
+    excused: BTreeMap<Excuse, u64>,
 }
 
 impl Oracle {
@@ -118,8 +84,13 @@ impl Oracle {
         &self.model
     }
 
-    pub(crate) fn excused(&self) -> Excused {
-        self.excused
+    pub(crate) fn excused(&self) -> &BTreeMap<Excuse, u64> {
+        &self.excused
+    }
+
+    /// Counts an outcome accepted by `excuse`.
+    pub(crate) fn excuse(&mut self, excuse: Excuse, count: u64) {
+        *self.excused.entry(excuse).or_default() += count;
     }
 
     /// The canary: the model now disagrees with the log, as it would with
@@ -187,24 +158,28 @@ impl Oracle {
                         "append failed with an I/O error no fault explains: {error}"
                     ));
                 }
+                self.excuse(Excuse::AppendFailedOnFault, 1);
                 if commit.halted || commit.poisoned {
                     self.in_doubt.push(sub);
                 }
             }
-            Err(Error::Poisoned) if commit.poisoned => {}
+            // Poisoned by a cut-back that an injected fault failed.
+            Err(Error::Poisoned) if commit.poisoned => self.excuse(Excuse::AppendFailedOnFault, 1),
             Err(error) => return Err(format!("append to {stream} failed unexpectedly: {error}")),
         }
         Ok(())
     }
 
-    /// Checks a read of `stream` from `from`, at most `limit` events.
+    /// Checks a read of `stream` from `from`, at most `limit` events;
+    /// `faults` are those the disk injected during it.
     pub(crate) fn check_read(
         &mut self,
         stream: &str,
         from: u64,
         limit: usize,
         got: Result<Vec<Event>, Error>,
-        disk: &DiskView<'_>,
+        evidence: &Evidence<'_>,
+        faults: &[FaultEvent],
     ) -> Check {
         let want: Vec<&ModelEvent> = self
             .model
@@ -227,7 +202,7 @@ impl Oracle {
                 }
                 Ok(())
             }
-            Err(error) => self.excuse_read_error(error, disk),
+            Err(error) => self.excuse_read_error(&error, evidence, faults),
         }
     }
 
@@ -240,7 +215,7 @@ impl Oracle {
     pub(crate) fn check_reopened(
         &mut self,
         log: &Log,
-        disk: &DiskView<'_>,
+        evidence: &Evidence<'_>,
         limits: Limits,
         final_reopen: bool,
     ) -> Check {
@@ -258,27 +233,39 @@ impl Oracle {
                 self.model.acknowledge(&survivor.stream, survivor.events);
             }
         } else {
-            excuse_loss(log, recovered, acked, disk)?;
+            excuse::lost_records(recovered, acked, &self.model, evidence)
+                .map_err(|error| format!("{error}; recovery: {:?}", log.recovery()))?;
             self.model.truncate(recovered);
-            self.excused.acked_lost_to_window += acked - recovered;
+            self.excuse(Excuse::LastRecordFlippedAtRest, acked - recovered);
         }
         self.in_doubt.clear();
-        self.check_log(log, disk)?;
+        self.check_log(log, evidence)?;
         // The bytes themselves, encoded independently (cheap enough for
         // small logs at every reopen; big ones are checked at the end).
         // Damage (a misdirected write, a flipped bit) may sit in bytes that
         // were rightly kept, so the byte check needs an undamaged disk.
-        if (self.model.size() <= LAYOUT_CHECK_BYTES_MAX || final_reopen) && disk.damage.is_empty() {
+        if (self.model.size() <= LAYOUT_CHECK_BYTES_MAX || final_reopen)
+            && evidence.damage.is_empty()
+        {
             // Exact bytes in exact files: nothing left for a scan to find.
-            return self.check_layout(disk, limits);
+            return self.check_layout(evidence, limits);
         }
         // Otherwise the directory itself: a read-only scan must find it clean.
-        match recovery::verify(disk.vfs, disk.dir) {
+        let mark = evidence.vfs.fault_log_len();
+        let scanned = recovery::check(evidence.vfs, evidence.dir, limits.group_bytes_max);
+        match scanned {
             Ok(scan) if scan.tail == Tail::Clean && scan.last_seq == recovered => Ok(()),
             Ok(scan) => Err(format!("after reopen the directory is not clean: {scan:?}")),
-            Err(_) if disk.faults.is_enabled(FaultKind::BitFlipOnRead) => Ok(()),
-            Err(error) => Err(format!(
-                "after reopen the directory fails verification: {error}"
+            Err(refusal)
+                if matches!(refusal.error, Error::Io(_))
+                    && excuse::explains_io_error(&evidence.vfs.fault_log_since(mark)) =>
+            {
+                self.excuse(Excuse::ScanFlippedOnRead, 1);
+                Ok(())
+            }
+            Err(refusal) => Err(format!(
+                "after reopen the directory fails verification: {}",
+                refusal.error
             )),
         }
     }
@@ -290,31 +277,52 @@ impl Oracle {
     pub(crate) fn check_committed(
         &self,
         poisoned: bool,
-        disk: &DiskView<'_>,
+        evidence: &Evidence<'_>,
         limits: Limits,
     ) -> Check {
         if self.model.size() <= COMMIT_LAYOUT_CHECK_BYTES_MAX
             && self.in_doubt.is_empty()
             && !poisoned
-            && disk.damage.is_empty()
+            && evidence.damage.is_empty()
         {
-            self.check_layout(disk, limits)?;
+            self.check_layout(evidence, limits)?;
         }
         Ok(())
     }
 
-    fn check_layout(&self, disk: &DiskView<'_>, limits: Limits) -> Check {
+    fn check_layout(&self, evidence: &Evidence<'_>, limits: Limits) -> Check {
         golden::check_layout(
-            disk.vfs,
-            disk.dir,
+            evidence.vfs,
+            evidence.dir,
             &self.model,
             limits.segment_bytes,
             limits.max_bytes,
         )
     }
 
+    /// Open refused the log by `rule` at `file` and `offset`.
+    pub(crate) fn check_refusal(
+        &mut self,
+        file: &std::path::Path,
+        offset: u64,
+        rule: durlog::Rule,
+        evidence: &Evidence<'_>,
+    ) -> Check {
+        excuse::refusal(file, offset, rule, &self.model, evidence)?;
+        self.excuse(Excuse::OpenRefusedDamage, 1);
+        Ok(())
+    }
+
+    /// Open failed on an error other than a refusal or a power loss;
+    /// `faults` are those injected during it.
+    pub(crate) fn check_failed_open(&mut self, error: &Error, faults: &[FaultEvent]) -> Check {
+        excuse::failed_open(error, faults)?;
+        self.excuse(Excuse::OpenFailedOnFault, 1);
+        Ok(())
+    }
+
     /// Every stream reads back exactly as acknowledged.
-    pub(crate) fn check_log(&mut self, log: &Log, disk: &DiskView<'_>) -> Check {
+    pub(crate) fn check_log(&mut self, log: &Log, evidence: &Evidence<'_>) -> Check {
         let names = log.streams("");
         if names != self.model.stream_names() {
             return Err(format!(
@@ -339,6 +347,7 @@ impl Oracle {
                     self.model.version(&name)
                 ));
             }
+            let mark = evidence.vfs.fault_log_len();
             match log.read(&name, 1, usize::MAX) {
                 Ok(events) => {
                     let want = self.model.events(&name);
@@ -353,23 +362,23 @@ impl Oracle {
                         check_event(&name, event, model, i as u64 + 1)?;
                     }
                 }
-                Err(error) => self.excuse_read_error(error, disk)?,
+                Err(error) => {
+                    let faults = evidence.vfs.fault_log_since(mark);
+                    self.excuse_read_error(&error, evidence, &faults)?
+                }
             }
         }
         Ok(())
     }
 
-    fn excuse_read_error(&mut self, error: Error, disk: &DiskView<'_>) -> Check {
-        let read_faults = disk.faults.is_enabled(FaultKind::BitFlipOnRead);
-        let excused = match &error {
-            Error::Corrupt { file, .. } => read_faults || disk.damaged(file),
-            Error::Io(_) => read_faults,
-            _ => false,
-        };
-        if !excused {
-            return Err(format!("read failed with no fault to explain it: {error}"));
-        }
-        self.excused.read_errors += 1;
+    fn excuse_read_error(
+        &mut self,
+        error: &Error,
+        evidence: &Evidence<'_>,
+        faults: &[FaultEvent],
+    ) -> Check {
+        let excuse = excuse::failed_read(error, &self.model, evidence, faults)?;
+        self.excuse(excuse, 1);
         Ok(())
     }
 }
@@ -395,61 +404,6 @@ fn check_quota_refusal(
         ));
     }
     Ok(())
-}
-
-/// `Log::open` refused `file` as corrupt: right only if a fault damaged it.
-pub(crate) fn excuse_refusal(file: &Path, offset: u64, reason: &str, disk: &DiskView<'_>) -> Check {
-    if disk.damaged(file) {
-        return Ok(());
-    }
-    Err(format!(
-        "Open refused {}:{offset} ({reason}) but no fault damaged that file (damage: {:?})",
-        file.display(),
-        disk.damage
-    ))
-}
-
-/// `Log::open` failed other than by a power loss or a refusal: an I/O
-/// error is fine if the disk injected a fault during the attempt (`faulted`).
-pub(crate) fn excuse_open_failure(error: &Error, faulted: bool) -> Check {
-    match error {
-        Error::Io(_) if faulted => Ok(()),
-        error => Err(format!("Open failed with no fault to explain it: {error}")),
-    }
-}
-
-/// Acknowledged records `recovered + 1 ..= acked` are gone: allowed only
-/// when a fault damaged the last segment, inside the ambiguity window
-/// that recovery documents (damage there looks exactly like a torn tail).
-fn excuse_loss(log: &Log, recovered: u64, acked: u64, disk: &DiskView<'_>) -> Check {
-    let files: Vec<String> = disk
-        .vfs
-        .list_dir(disk.dir)
-        .map(|entries| entries.into_iter().map(|entry| entry.name).collect())
-        .unwrap_or_default();
-    let last = files.last().map(|name| disk.dir.join(name));
-    let last_len = last
-        .as_ref()
-        .and_then(|path| disk.vfs.file_contents(path))
-        .map_or(0, |bytes| bytes.len() as u64);
-    // A flipped bit is ambiguous only in the log's last record; a
-    // misdirected write can take any record of the file it hit.
-    let excused = disk.damage.iter().any(|damage| {
-        Some(&damage.path) == last.as_ref()
-            && match damage.kind {
-                FaultKind::BitFlipAtRest => last_len <= damage.offset && recovered + 1 == acked,
-                _ => true,
-            }
-    });
-    if excused {
-        return Ok(());
-    }
-    Err(format!(
-        "acknowledged records {}..={acked} were lost by recovery ({:?}) and no damage in the last segment explains it (damage: {:?})",
-        recovered + 1,
-        log.recovery(),
-        disk.damage
-    ))
 }
 
 fn check_event(stream: &str, event: &Event, model: &ModelEvent, version: u64) -> Check {

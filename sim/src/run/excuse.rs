@@ -1,0 +1,201 @@
+//! The excuses: every outcome the oracle accepts although the model says
+//! otherwise, each tied to a fault the disk really injected into the very
+//! bytes at stake (`SimVfs::damage` and the fault log, never a fault being
+//! merely enabled), and named by an [`Excuse`] that carries the FORMAT.md
+//! rule that makes the outcome unavoidable. Whatever no excuse covers is a
+//! violation.
+
+use std::ops::Range;
+use std::path::Path;
+
+use durlog::{Error, Rule};
+use durlog_vfs::{Damage, FaultEvent, FaultKind, SimVfs};
+
+use crate::golden::Placement;
+use crate::model::Model;
+use crate::report::Excuse;
+
+use super::oracle::Check;
+
+/// The evidence: the damage the disk did to one log's directory, and the
+/// faults it injected during the call being judged.
+pub(crate) struct Evidence<'a> {
+    pub(crate) vfs: &'a SimVfs,
+    pub(crate) dir: &'a Path,
+    /// Damage in this log's directory; damage to the logs a run left
+    /// behind excuses nothing here.
+    pub(crate) damage: Vec<Damage>,
+}
+
+impl<'a> Evidence<'a> {
+    pub(crate) fn new(vfs: &'a SimVfs, dir: &'a Path) -> Evidence<'a> {
+        let mut damage = vfs.damage();
+        damage.retain(|damage| damage.path.starts_with(dir));
+        Evidence { vfs, dir, damage }
+    }
+
+    /// The damage at rest that touched `file` within `bytes`: a flipped
+    /// bit there, or a misdirected write that landed there or left there
+    /// the bytes it was meant to write.
+    fn damage_within(&self, file: &Path, bytes: &Range<u64>) -> Option<&Damage> {
+        self.damage.iter().find(|damage| {
+            let landed = damage.offset..damage.offset + damage.len;
+            let missed = damage
+                .intended_offset
+                .map(|intended| intended..intended + damage.len);
+            damage.path == file
+                && (overlaps(&landed, bytes)
+                    || missed.is_some_and(|missed| overlaps(&missed, bytes)))
+        })
+    }
+
+    fn placement(&self, model: &Model) -> Placement {
+        Placement::new(self.vfs, self.dir, model)
+    }
+}
+
+fn overlaps(a: &Range<u64>, b: &Range<u64>) -> bool {
+    a.start < b.end && b.start < a.end
+}
+
+/// Bits flipped on read in `file` within `bytes`, among `faults`.
+fn read_flips_within(faults: &[FaultEvent], file: &Path, bytes: &Range<u64>) -> usize {
+    faults
+        .iter()
+        .filter(|fault| {
+            fault.kind == FaultKind::BitFlipOnRead
+                && fault.path == file
+                && bytes.contains(&fault.offset)
+        })
+        .count()
+}
+
+/// A read that failed: only `Corrupt`, naming an acknowledged record that
+/// damage at rest touched, or that a read flip hit in both of the
+/// engine's reads of it (`faults`: those injected during the read).
+pub(crate) fn failed_read(
+    error: &Error,
+    model: &Model,
+    evidence: &Evidence<'_>,
+    faults: &[FaultEvent],
+) -> Result<Excuse, String> {
+    let Error::Corrupt { file, offset, .. } = error else {
+        return Err(format!("read failed with no fault to explain it: {error}"));
+    };
+    let placement = evidence.placement(model);
+    let Some(record) = placement.at(file, *offset) else {
+        return Err(format!(
+            "a read refused {}:{offset}, where no acknowledged record starts: {error}",
+            file.display()
+        ));
+    };
+    if evidence.damage_within(file, &record.bytes()).is_some() {
+        return Ok(Excuse::ReadOfDamagedRecord);
+    }
+    // The engine reads a record again once before it reports damage.
+    if read_flips_within(faults, file, &record.bytes()) >= 2 {
+        return Ok(Excuse::ReadFlippedTwice);
+    }
+    Err(format!(
+        "a read refused seq {} at {}:{offset} ({error}) but no fault touched its bytes (damage {:?}, read faults {faults:?})",
+        record.seq,
+        file.display(),
+        evidence.damage
+    ))
+}
+
+/// Open refused the directory by `rule`, at `file` and `offset`: only if
+/// damage at rest touched the record it names (or, past the acknowledged
+/// records, anything from there on; for the structure, the file).
+pub(crate) fn refusal(
+    file: &Path,
+    offset: u64,
+    rule: Rule,
+    model: &Model,
+    evidence: &Evidence<'_>,
+) -> Check {
+    let placement = evidence.placement(model);
+    let bytes = match placement.at(file, offset) {
+        _ if rule == Rule::Structure => 0..u64::MAX,
+        Some(record) => record.bytes(),
+        None if offset >= placement.end_in(file) => offset..u64::MAX,
+        None => {
+            return Err(format!(
+                "Open refused {}:{offset} by rule {:?}, inside an acknowledged record",
+                file.display(),
+                rule
+            ));
+        }
+    };
+    if !rule.refuses() {
+        return Err(format!("a refusal by {rule:?}, a rule that truncates"));
+    }
+    match evidence.damage_within(file, &bytes) {
+        Some(_) => Ok(()),
+        None => Err(format!(
+            "Open refused {}:{offset} by rule {rule:?} but no damage touched bytes {bytes:?} there (damage: {:?})",
+            file.display(),
+            evidence.damage
+        )),
+    }
+}
+
+/// Recovery lost acknowledged records `recovered + 1 ..= acked`: only the
+/// last one, and only if a bit flipped at rest inside it (nothing after it
+/// proves it was synced, so it looks exactly like a torn write of it).
+/// `model` is from before the loss.
+pub(crate) fn lost_records(
+    recovered: u64,
+    acked: u64,
+    model: &Model,
+    evidence: &Evidence<'_>,
+) -> Check {
+    let placement = evidence.placement(model);
+    let last = placement.of(acked);
+    let flipped = last.is_some_and(|last| {
+        evidence.damage.iter().any(|damage| {
+            damage.kind == FaultKind::BitFlipAtRest
+                && damage.path == last.file
+                && last.bytes().contains(&damage.offset)
+        })
+    });
+    if recovered + 1 == acked && flipped {
+        return Ok(());
+    }
+    Err(format!(
+        "acknowledged records {}..={acked} were lost, and only a bit flipped at rest in the last record can excuse a loss, of that record alone (last record at {last:?}, damage: {:?})",
+        recovered + 1,
+        evidence.damage
+    ))
+}
+
+/// The kinds of fault that make a disk operation fail with an error.
+fn fails_an_operation(kind: FaultKind) -> bool {
+    matches!(
+        kind,
+        FaultKind::FailedFsync | FaultKind::ShortWrite | FaultKind::NoSpace | FaultKind::Crash
+    )
+}
+
+/// Whether `faults` (injected during one call) can make it fail with an
+/// I/O error: an operation failed, or reads kept disagreeing (a read that
+/// two reads in a row do not confirm is never believed).
+pub(crate) fn explains_io_error(faults: &[FaultEvent]) -> bool {
+    faults.iter().any(|fault| fails_an_operation(fault.kind))
+        || faults
+            .iter()
+            .filter(|fault| fault.kind == FaultKind::BitFlipOnRead)
+            .count()
+            >= 2
+}
+
+/// An Open that failed other than by a power loss or a refusal: an I/O
+/// error that a fault injected during it explains.
+pub(crate) fn failed_open(error: &Error, faults: &[FaultEvent]) -> Check {
+    match error {
+        Error::Io(_) if explains_io_error(faults) => Ok(()),
+        error => Err(format!(
+            "Open failed with no fault to explain it: {error} (faults during it: {faults:?})"
+        )),
+    }
+}
