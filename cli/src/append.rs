@@ -52,13 +52,19 @@ pub fn run(
         offset,
         bytes,
         reason,
+        may_be_acknowledged,
     } = &log.recovery().tail
     {
         // Only a note: recovery did what the format promises, but the user
-        // should know an unacknowledged append was dropped.
+        // should know what was dropped, as far as the bytes tell.
+        let what = if *may_be_acknowledged {
+            "a record that may have been acknowledged: one flipped bit would make it valid, and nothing after it proves it was synced"
+        } else {
+            "an append that was never acknowledged"
+        };
         let _ = writeln!(
             notes,
-            "durlog append: recovered {}: cut a torn tail of {bytes} bytes at offset {offset} (an append that was never acknowledged: {reason})",
+            "durlog append: recovered {}: cut a torn tail of {bytes} bytes at offset {offset} ({what}: {reason})",
             file.display()
         );
     }

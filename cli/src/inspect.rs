@@ -226,10 +226,16 @@ fn tail_line(report: &RecoveryReport) -> String {
             offset,
             bytes,
             reason,
+            may_be_acknowledged,
         } => format!(
-            "# tail: torn: {bytes} bytes at offset {offset} of {} ({}), which the next append truncates; {totals}",
+            "# tail: torn: {bytes} bytes at offset {offset} of {} ({}){}, which the next append truncates; {totals}",
             file_name(file),
-            escape(reason.as_bytes())
+            escape(reason.as_bytes()),
+            if *may_be_acknowledged {
+                "; it may have been an acknowledged record (one flipped bit would make it valid)"
+            } else {
+                ""
+            }
         ),
         other => format!(
             "# tail: {}; {totals}",

@@ -50,7 +50,7 @@ pub fn run(dir: &Path) -> Verdict {
 }
 
 fn judge(dir: &Path, report: &RecoveryReport) -> Verdict {
-    let summary = format!(
+    let mut summary = format!(
         "{}: {}, {} of {} bytes, last seq {}",
         dir.display(),
         plural(report.segments as u64, "segment"),
@@ -58,6 +58,19 @@ fn judge(dir: &Path, report: &RecoveryReport) -> Verdict {
         report.record_bytes,
         report.last_seq
     );
+    if !report.ignored.is_empty() {
+        let names: Vec<String> = report
+            .ignored
+            .iter()
+            .map(|path| {
+                path.file_name().map_or_else(
+                    || path.display().to_string(),
+                    |name| name.to_string_lossy().into_owned(),
+                )
+            })
+            .collect();
+        summary.push_str(&format!("; ignored (not the log's): {}", names.join(", ")));
+    }
     match &report.tail {
         Tail::Clean => verdict(EXIT_CLEAN, format!("clean: {summary}")),
         Tail::Zeros {
@@ -76,13 +89,21 @@ fn judge(dir: &Path, report: &RecoveryReport) -> Verdict {
             offset,
             bytes,
             reason,
-        } => verdict(
-            EXIT_TORN_TAIL,
-            format!(
-                "torn tail: {} at offset {offset}: {bytes} bytes that no acknowledged append wrote ({reason}); `durlog append` (Log::open) will truncate them; {summary}",
-                file.display()
-            ),
-        ),
+            may_be_acknowledged,
+        } => {
+            let what = if *may_be_acknowledged {
+                "the record there may have been acknowledged: one flipped bit would make it valid, and nothing after it proves it was synced"
+            } else {
+                "bytes that no acknowledged append wrote"
+            };
+            verdict(
+                EXIT_TORN_TAIL,
+                format!(
+                    "torn tail: {} at offset {offset}: {bytes} bytes, {what} ({reason}); `durlog append` (Log::open) will truncate them; {summary}",
+                    file.display()
+                ),
+            )
+        }
         other => verdict(
             EXIT_OPERATIONAL,
             format!("{}: unknown tail state {other:?}", dir.display()),

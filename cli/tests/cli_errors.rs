@@ -103,17 +103,21 @@ fn missing_directory() {
 
 #[test]
 fn file_that_is_not_a_segment() {
-    let root = tempfile::tempdir().expect("tempdir");
-    write_three_segment_log(root.path());
-    let notes = root.path().join("notes.txt");
-    std::fs::write(&notes, "remember the milk\n").expect("write notes.txt");
-    let path = notes.display().to_string();
-    check_every_command(
-        root.path(),
-        root.path(),
-        |command| command.exit_corrupt,
-        &[&path, "not a durlog segment"],
-    );
+    // A name the log owns (it ends in .log) on a file that is not one of
+    // its segments; any other name is not the log's business.
+    for name in ["garbage.log", "00000000000000000abc.log"] {
+        let root = tempfile::tempdir().expect("tempdir");
+        write_three_segment_log(root.path());
+        let stranger = root.path().join(name);
+        std::fs::write(&stranger, "remember the milk\n").expect("write");
+        let path = stranger.display().to_string();
+        check_every_command(
+            root.path(),
+            root.path(),
+            |command| command.exit_corrupt,
+            &[&path, "named like a segment"],
+        );
+    }
 }
 
 #[test]

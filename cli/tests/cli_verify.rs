@@ -136,12 +136,36 @@ fn missing_segment_exits_4_naming_the_segment_after_the_gap() {
 fn file_that_is_not_a_segment_exits_4_naming_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     write_three_segment_log(dir.path());
-    let notes = dir.path().join("notes.txt");
-    std::fs::write(&notes, "not a segment\n").expect("write notes.txt");
+    let stranger = dir.path().join("garbage.log");
+    std::fs::write(&stranger, "not a segment\n").expect("write garbage.log");
     assert_one_line_error(
         &verify_unchanged(dir.path()),
         4,
-        &[&notes.display().to_string()],
+        &[&stranger.display().to_string()],
+    );
+}
+
+/// What is not the log's (`lost+found`, dot files, a README) is listed as
+/// ignored, and the log is clean around it.
+#[test]
+fn foreign_entries_are_listed_as_ignored_and_the_log_is_clean() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_three_segment_log(dir.path());
+    std::fs::create_dir(dir.path().join("lost+found")).expect("mkdir");
+    std::fs::write(dir.path().join(".DS_Store"), "finder").expect("write");
+    std::fs::write(dir.path().join("README"), "an operator's note").expect("write");
+    let output = verify_unchanged(dir.path());
+    assert_eq!(
+        exit_code(&output),
+        0,
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let line = stdout(&output);
+    assert!(line.starts_with("clean: "), "{line}");
+    assert!(
+        line.contains("ignored (not the log's): .DS_Store, README, lost+found"),
+        "{line}"
     );
 }
 

@@ -198,6 +198,76 @@ fn the_expected_record_away_from_the_damage_is_refused() {
     assert_refused(&bytes, durlog::GROUP_BYTES_MAX, Rule::Misplaced, "moved");
 }
 
+/// The expected record written to the next sector boundary, and then a
+/// bit of it flipped at rest: valid but for one bit, still where the torn
+/// write could not have put it.
+#[test]
+fn a_flipped_copy_of_the_expected_record_away_from_the_damage_is_refused() {
+    let mut copy = record(4, 40);
+    copy[40] ^= 0x08;
+    let bytes = shape(&[&acknowledged(), &zeros(512 - DAMAGE_AT as usize), &copy]);
+    assert_refused(
+        &bytes,
+        durlog::GROUP_BYTES_MAX,
+        Rule::Misplaced,
+        "flipped copy",
+    );
+}
+
+/// Record 4's header intact, and at the next sector boundary inside its
+/// extent the start of record 5 (a group that landed over record 4 and was
+/// then cut short): the header of the next seq where only record 4's data
+/// can be.
+#[test]
+fn the_next_records_header_inside_the_damaged_record_is_refused() {
+    let mut damaged = record(4, 600);
+    let inside = 512 - DAMAGE_AT as usize;
+    damaged[inside..inside + 50].copy_from_slice(&record(5, 40)[..50]);
+    let bytes = shape(&[&acknowledged(), &damaged]);
+    assert_refused(
+        &bytes,
+        durlog::GROUP_BYTES_MAX,
+        Rule::Misplaced,
+        "next header",
+    );
+}
+
+/// A tear inside the seq field of record 4's header, garbage to the end
+/// of the sector and zeros after it: the field can spell any small seq,
+/// so it proves nothing, and the tail is truncated.
+#[test]
+fn a_header_torn_across_a_sector_boundary_is_truncated() {
+    // Record 4 at 500: its seq field spans bytes 508..516, across 512.
+    let pad = record(3, 40 + (500 - 3 * 86));
+    let lead: Vec<u8> = (1..=2).flat_map(|seq| record(seq, 40)).chain(pad).collect();
+    assert_eq!(lead.len(), 500);
+    let mut torn = record(4, 40)[..10].to_vec();
+    torn.extend_from_slice(&[0x37, 0x13]);
+    let bytes = shape(&[&lead, &torn, &zeros(200)]);
+    for backend in Backend::all() {
+        let report = open_shape(&backend, &bytes, durlog::GROUP_BYTES_MAX)
+            .unwrap_or_else(|(error, rule)| panic!("{error} ({rule:?})"));
+        assert_eq!((report.last_seq, report.decided_by), (3, Some(Rule::Torn)));
+    }
+}
+
+/// Record 4 spans pages 0 and 1; its header is intact (so page 0 was
+/// kept) and record 5 lies in page 1 (so page 1 was kept, and the tear
+/// came after it): a crash leaves record 4 whole, yet its tail in page 1
+/// was overwritten (a write that landed there).
+#[test]
+fn a_record_whose_every_page_was_kept_is_refused() {
+    let group = shape(&[&record(4, 3900), &record(5, 40)]);
+    let mut bytes = shape(&[&acknowledged(), &group]);
+    bytes[4100..4110].copy_from_slice(&[0xEE; 10]);
+    assert_refused(
+        &bytes,
+        durlog::GROUP_BYTES_MAX,
+        Rule::Misplaced,
+        "pages kept",
+    );
+}
+
 /// Record 7 ten bytes after the damage: records 4, 5 and 6 need at least
 /// 3 x 44 bytes before it.
 #[test]

@@ -89,6 +89,10 @@ pub enum Excuse {
     /// An acknowledged record lost: a bit flipped at rest inside the log's
     /// last record, which then looks exactly like a torn write of it.
     LastRecordFlippedAtRest,
+    /// Acknowledged records lost: a misdirected write landed on them, or
+    /// took them elsewhere, and the bytes that proved it are gone (covered
+    /// by later writes, or cut off by a cut-back or truncation).
+    MisdirectedCopyGone,
     /// A read refused: a bit flipped at rest, or a misdirected write, in
     /// the bytes of the record it read.
     ReadOfDamagedRecord,
@@ -110,8 +114,9 @@ pub enum Excuse {
 }
 
 impl Excuse {
-    pub const ALL: [Excuse; 7] = [
+    pub const ALL: [Excuse; 8] = [
         Excuse::LastRecordFlippedAtRest,
+        Excuse::MisdirectedCopyGone,
         Excuse::ReadOfDamagedRecord,
         Excuse::ReadFlippedTwice,
         Excuse::OpenRefusedDamage,
@@ -126,6 +131,10 @@ impl Excuse {
             Excuse::LastRecordFlippedAtRest => (
                 "acked records lost",
                 "bit-flip-at-rest in the log's last record: nothing after it proves it was synced (FORMAT.md, What stays ambiguous)",
+            ),
+            Excuse::MisdirectedCopyGone => (
+                "acked records lost",
+                "misdirected-write over them or in their place, its copy then covered or cut off: the damage stays, its proof is gone (FORMAT.md, What stays ambiguous)",
             ),
             Excuse::ReadOfDamagedRecord => (
                 "reads refused",

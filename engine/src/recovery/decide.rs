@@ -119,12 +119,14 @@ impl Rule {
 }
 
 /// A valid record found after the damage: its offset from the damage, its
-/// seq and its length.
+/// seq and its length; `repaired` if it is valid only with one bit flipped
+/// back (a record that was whole where it lay, then flipped at rest).
 #[derive(Clone, Copy, Debug)]
 struct Candidate {
     at: usize,
     seq: u64,
     len: usize,
+    repaired: bool,
 }
 
 impl Scanner {
@@ -187,6 +189,7 @@ impl Scanner {
             ));
         }
         if let Some(claimed) = Header::peek(rest).map(|header| header.seq)
+            && seq_field_in_one_sector(offset)
             && claims_another_seq(claimed, expected)
         {
             return Some((
@@ -196,7 +199,7 @@ impl Scanner {
                 ),
             ));
         }
-        let candidates = candidates(rest, expected);
+        let candidates = candidates(rest, offset, expected);
         if let Some(later) = candidates
             .iter()
             .find(|later| (later.at + later.len) as u64 > self.group_bytes_max)
@@ -222,7 +225,12 @@ impl Scanner {
         Some((
             Rule::Misplaced,
             format!(
-                "{damage}, yet a valid record with seq {} lies at offset {}, where the torn last write cannot have put it ({why}): a misplaced or misdirected write; acknowledged data is damaged",
+                "{damage}, yet a {} with seq {} lies at offset {}, where the torn last write cannot have put it ({why}): a misplaced or misdirected write; acknowledged data is damaged",
+                if misplaced.repaired {
+                    "record valid but for one flipped bit"
+                } else {
+                    "valid record"
+                },
                 misplaced.seq,
                 offset + misplaced.at as u64
             ),
@@ -253,6 +261,19 @@ impl Scanner {
     }
 }
 
+/// The unit a torn write tears in: a write cut inside a sector leaves
+/// garbage at most to that sector's end, and old bytes after it.
+const SECTOR_BYTES: u64 = 512;
+
+/// Whether the seq field of a header at `offset` lies in one sector: only
+/// then does a tear leave it either whole, cut short to zeros, or cut and
+/// followed by garbage to its last byte (a garbage run that stops at a
+/// sector end inside the field, with zeros after, can spell any small seq).
+fn seq_field_in_one_sector(offset: u64) -> bool {
+    let seq_at = offset + HEADER_SIZE as u64 - 8;
+    seq_at / SECTOR_BYTES == (seq_at + 7) / SECTOR_BYTES
+}
+
 /// Whether a damaged record's header, claiming seq `claimed` where
 /// `expected` belongs, is another record's: a torn write leaves the
 /// expected header, a prefix of it followed by zeros (its low bytes), or
@@ -279,11 +300,13 @@ fn stable_bytes(
 }
 
 /// The valid records (CRC and batch) that start after the front of `rest`
-/// with a seq from `expected` to `expected + 2^32`, in offset order. The
-/// cheap test of the seq field comes before any CRC, so zeros and random
-/// data are passed over quickly (a random seq field passes with a chance
-/// of 2^-32); no log grows by 2^32 records between two syncs.
-fn candidates(rest: &[u8], expected: u64) -> Vec<Candidate> {
+/// (which starts at `offset` of the file) with a seq from `expected` to
+/// `expected + 2^32`, in offset order; at sector boundaries, where a
+/// misdirected write lands, also records one flipped bit away from valid.
+/// The cheap test of the seq field comes before any CRC, so zeros and
+/// random data are passed over quickly (a random seq field passes with a
+/// chance of 2^-32); no log grows by 2^32 records between two syncs.
+fn candidates(rest: &[u8], offset: u64, expected: u64) -> Vec<Candidate> {
     let seq_max = expected.saturating_add(u64::from(u32::MAX));
     let mut found = Vec::new();
     for at in 1..rest.len().saturating_sub(HEADER_SIZE - 1) {
@@ -291,17 +314,35 @@ fn candidates(rest: &[u8], expected: u64) -> Vec<Candidate> {
         if header.seq < expected || header.seq > seq_max {
             continue;
         }
-        if let Ok(record) = parse_record(&rest[at..])
-            && inspect_batch(record.payload).is_ok()
-        {
+        let sector_start = (offset + at as u64).is_multiple_of(SECTOR_BYTES);
+        if let Some((len, repaired)) = record_at(&rest[at..], sector_start) {
             found.push(Candidate {
                 at,
-                seq: record.seq,
-                len: record.len,
+                seq: header.seq,
+                len,
+                repaired,
             });
         }
     }
     found
+}
+
+/// The length of the record at the front of `bytes` if it is valid (CRC
+/// and batch), or with `repair`, valid once one bit is flipped back (and
+/// then its seq field is the one its header shows: the flip was elsewhere).
+fn record_at(bytes: &[u8], repair: bool) -> Option<(usize, bool)> {
+    if let Ok(record) = parse_record(bytes) {
+        return inspect_batch(record.payload)
+            .is_ok()
+            .then_some((record.len, false));
+    }
+    if !repair {
+        return None;
+    }
+    let (repaired, _) = single_bit_repair(bytes)?;
+    let record = parse_record(&repaired).ok()?;
+    let same_seq = Header::peek(bytes).is_some_and(|header| header.seq == record.seq);
+    (same_seq && inspect_batch(record.payload).is_ok()).then_some((record.len, true))
 }
 
 /// The unit in which the page cache writes a file back, and in which a
@@ -317,16 +358,28 @@ const PAGE_BYTES: u64 = 4096;
 /// the write's own: it carries seq `e`), after every record of it with a
 /// lower seq, and in a later page than the damage: a page of the write
 /// that kept a later record kept record `e` too, whole, had it been there.
-fn misplaced<'c>(
+fn misplaced(
     rest: &[u8],
     offset: u64,
     expected: u64,
-    candidates: &'c [Candidate],
-) -> Option<(&'c Candidate, &'static str)> {
+    candidates: &[Candidate],
+) -> Option<(Candidate, &'static str)> {
     let own_extent = Header::peek(rest)
         .filter(|header| header.seq == expected)
         .map(|header| header.record_len());
     let damage_page = offset / PAGE_BYTES;
+    if let Some(next) = next_header_inside(rest, offset, expected, own_extent) {
+        return Some((
+            next,
+            "the header of the next record, inside the damaged record's own extent",
+        ));
+    }
+    if let Some(kept) = all_pages_kept(rest.len(), offset, own_extent, candidates) {
+        return Some((
+            kept,
+            "every page of the damaged record was kept, which leaves it whole",
+        ));
+    }
     let mut previous: Option<&Candidate> = None;
     for candidate in candidates {
         let why = if candidate.seq == expected {
@@ -343,11 +396,67 @@ fn misplaced<'c>(
             None
         };
         if let Some(why) = why {
-            return Some((candidate, why));
+            return Some((*candidate, why));
         }
         previous = Some(candidate);
     }
     None
+}
+
+/// A crash keeps or loses each page of the last write whole, and keeps
+/// none past where the write was torn. So the damaged record's page is
+/// kept if its header is the write's own (`own_extent`: lost, it would
+/// hold the zeros that were there), and so is every page a valid record
+/// of the write lies in; and a record after the damage means the tear came
+/// after it. If every page the damaged record spans is kept, the record
+/// is whole, yet it is not: the candidate that proves the last of its
+/// pages kept, if so.
+fn all_pages_kept(
+    rest_len: usize,
+    offset: u64,
+    own_extent: Option<u64>,
+    candidates: &[Candidate],
+) -> Option<Candidate> {
+    let extent = own_extent.filter(|&extent| extent <= rest_len as u64)?;
+    let (first_page, last_page) = (offset / PAGE_BYTES, (offset + extent - 1) / PAGE_BYTES);
+    let mut proof = None;
+    for page in first_page + 1..=last_page {
+        let holder = candidates.iter().find(|candidate| {
+            let start = offset + candidate.at as u64;
+            let end = start + candidate.len as u64;
+            !candidate.repaired && start / PAGE_BYTES <= page && page <= (end - 1) / PAGE_BYTES
+        })?;
+        proof = Some(*holder);
+    }
+    proof
+}
+
+/// A header at a sector boundary inside the damaged record's own extent
+/// (when that record's header is the torn write's own, `own_extent`) that
+/// claims the very next seq: the start of a write that landed over the
+/// damaged record. Inside the extent lie only that record's payload bytes,
+/// an event's data, which would have to hold exactly that seq at exactly
+/// such a place; FORMAT.md lists the risk.
+fn next_header_inside(
+    rest: &[u8],
+    offset: u64,
+    expected: u64,
+    own_extent: Option<u64>,
+) -> Option<Candidate> {
+    let end = own_extent?.min(rest.len() as u64) as usize;
+    let first = match (offset % SECTOR_BYTES) as usize {
+        0 => SECTOR_BYTES as usize,
+        into => SECTOR_BYTES as usize - into,
+    };
+    (first..end).step_by(SECTOR_BYTES as usize).find_map(|at| {
+        let header = Header::peek(&rest[at..])?;
+        (header.seq == expected + 1).then(|| Candidate {
+            at,
+            seq: header.seq,
+            len: header.record_len() as usize,
+            repaired: false,
+        })
+    })
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use std::path::Path;
 use durlog::{Error, Rule};
 use durlog_vfs::{Damage, FaultEvent, FaultKind, SimVfs};
 
-use crate::golden::Placement;
+use crate::golden::{Placed, Placement};
 use crate::model::Model;
 use crate::report::Excuse;
 
@@ -25,13 +25,21 @@ pub(crate) struct Evidence<'a> {
     /// Damage in this log's directory; damage to the logs a run left
     /// behind excuses nothing here.
     pub(crate) damage: Vec<Damage>,
+    /// The files a misdirected write hit, as recovery was about to read
+    /// them (set by the runner for a reopen).
+    pub(crate) before_open: Vec<(std::path::PathBuf, Vec<u8>)>,
 }
 
 impl<'a> Evidence<'a> {
     pub(crate) fn new(vfs: &'a SimVfs, dir: &'a Path) -> Evidence<'a> {
         let mut damage = vfs.damage();
         damage.retain(|damage| damage.path.starts_with(dir));
-        Evidence { vfs, dir, damage }
+        Evidence {
+            vfs,
+            dir,
+            damage,
+            before_open: Vec::new(),
+        }
     }
 
     /// The damage at rest that touched `file` within `bytes`: a flipped
@@ -141,15 +149,16 @@ pub(crate) fn refusal(
 }
 
 /// Recovery lost acknowledged records `recovered + 1 ..= acked`: only the
-/// last one, and only if a bit flipped at rest inside it (nothing after it
-/// proves it was synced, so it looks exactly like a torn write of it).
-/// `model` is from before the loss.
+/// last one, if a bit flipped at rest inside it (nothing after it proves it
+/// was synced, so it looks exactly like a torn write of it); or the ones
+/// from the first that a misdirected write damaged, if the evidence of it
+/// is gone (`misdirected_copy_gone`). `model` is from before the loss.
 pub(crate) fn lost_records(
     recovered: u64,
     acked: u64,
     model: &Model,
     evidence: &Evidence<'_>,
-) -> Check {
+) -> Result<Excuse, String> {
     let placement = evidence.placement(model);
     let last = placement.of(acked);
     let flipped = last.is_some_and(|last| {
@@ -160,13 +169,56 @@ pub(crate) fn lost_records(
         })
     });
     if recovered + 1 == acked && flipped {
-        return Ok(());
+        return Ok(Excuse::LastRecordFlippedAtRest);
+    }
+    if let Some(first) = placement.of(recovered + 1)
+        && misdirected_copy_gone(first, model, evidence)
+    {
+        return Ok(Excuse::MisdirectedCopyGone);
     }
     Err(format!(
-        "acknowledged records {}..={acked} were lost, and only a bit flipped at rest in the last record can excuse a loss, of that record alone (last record at {last:?}, damage: {:?})",
+        "acknowledged records {}..={acked} were lost; only a bit flipped at rest in the last record, or a misdirected write whose copy is gone, can excuse a loss (last record at {last:?}, damage: {:?})",
         recovered + 1,
         evidence.damage
     ))
+}
+
+/// Whether a misdirected write hit `first` and the file as recovery read
+/// it no longer held the evidence: meant to put `first` in its place, the
+/// write left no copy of it where it landed, whole or one bit off (later
+/// writes covered it, or a cut-back or truncation took it); or landing on
+/// `first`, what it wrote was cut short. The damage stays, its proof is
+/// gone: what is left looks like what a torn write leaves.
+fn misdirected_copy_gone(first: &Placed, model: &Model, evidence: &Evidence<'_>) -> bool {
+    let read: &[u8] = evidence
+        .before_open
+        .iter()
+        .find(|(path, _)| *path == first.file)
+        .map_or(&[], |(_, bytes)| bytes.as_slice());
+    let encoded = model
+        .encoded_records()
+        .find(|(seq, _)| *seq == first.seq)
+        .map(|(_, bytes)| bytes);
+    evidence.damage.iter().any(|damage| {
+        let Some(intended) = damage.intended_offset else {
+            return false;
+        };
+        let landed = damage.offset..damage.offset + damage.len;
+        let meant = intended..intended + damage.len;
+        if damage.path != first.file {
+            return false;
+        }
+        if meant.contains(&first.offset) {
+            let copy_at = (damage.offset + (first.offset - intended)) as usize;
+            let copy = encoded.and_then(|encoded| read.get(copy_at..copy_at + encoded.len()));
+            return !matches!((copy, encoded), (Some(copy), Some(encoded)) if bits_apart(copy, encoded) <= 1);
+        }
+        overlaps(&landed, &first.bytes()) && (read.len() as u64) < landed.end
+    })
+}
+
+fn bits_apart(a: &[u8], b: &[u8]) -> u32 {
+    a.iter().zip(b).map(|(x, y)| (x ^ y).count_ones()).sum()
 }
 
 /// The kinds of fault that make a disk operation fail with an error.

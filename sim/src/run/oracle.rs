@@ -233,10 +233,10 @@ impl Oracle {
                 self.model.acknowledge(&survivor.stream, survivor.events);
             }
         } else {
-            excuse::lost_records(recovered, acked, &self.model, evidence)
+            let excuse = excuse::lost_records(recovered, acked, &self.model, evidence)
                 .map_err(|error| format!("{error}; recovery: {:?}", log.recovery()))?;
             self.model.truncate(recovered);
-            self.excuse(Excuse::LastRecordFlippedAtRest, acked - recovered);
+            self.excuse(excuse, acked - recovered);
         }
         self.in_doubt.clear();
         self.check_log(log, evidence)?;

@@ -130,6 +130,9 @@ impl FaultKind {
         const CRASH_OUTCOME: &[f64] = &[0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95];
         const PER_OPERATION: &[f64] = &[0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05];
         const RARE: &[f64] = &[0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005];
+        // At most once a run: a higher weight makes it come early enough
+        // that recovery meets it in most runs that enable it.
+        const ONCE: &[f64] = &[0.001, 0.002, 0.005, 0.01, 0.02, 0.05];
         match self {
             FaultKind::LostUnsyncedPages
             | FaultKind::TornWrite
@@ -140,7 +143,8 @@ impl FaultKind {
             | FaultKind::ShortWrite
             | FaultKind::NoSpace
             | FaultKind::Crash => PER_OPERATION,
-            FaultKind::BitFlipOnRead | FaultKind::MisdirectedWrite => RARE,
+            FaultKind::BitFlipOnRead => RARE,
+            FaultKind::MisdirectedWrite => ONCE,
         }
     }
 
