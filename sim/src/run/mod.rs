@@ -10,15 +10,12 @@
 //! what the disk reports, and counts what the oracle accepted
 //! (`crate::report`). The first violation ends the run.
 
-mod excuse;
-mod oracle;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
-use durlog::{Error, Event, Expected, Log, NextSegment, Options, Ticket, Tuning, recovery};
+use durlog::{Error, Event, Expected, Log, NextSegment, Ticket};
 use durlog_vfs::{FaultKind, SimVfs};
 
 use crate::model::ModelEvent;
@@ -38,6 +35,10 @@ macro_rules! note {
         }
     };
 }
+
+mod excuse;
+mod oracle;
+mod reopen;
 
 /// Where a simulated log lives. After a (rightly) refused corruption the
 /// run goes on with a fresh log in `LOG_DIR-1`, `LOG_DIR-2`, ..., so that
@@ -406,161 +407,6 @@ impl<'a> World<'a> {
         self.reopen(recovery)
     }
 
-    fn options(&self) -> Options {
-        let clock = Arc::clone(&self.clock);
-        let armed = Arc::clone(&self.failpoint_armed);
-        let vfs = self.vfs.clone();
-        Options {
-            segment_bytes: self.plan.segment_bytes,
-            max_bytes: self.max_bytes,
-            now: Some(Arc::new(move || {
-                CLOCK_BASE_NS + CLOCK_STEP_NS * (clock.fetch_add(1, Ordering::SeqCst) + 1)
-            })),
-            failpoint: Some(Arc::new(move |_name: &str| {
-                if armed.swap(false, Ordering::SeqCst) {
-                    vfs.halt();
-                    return Err(std::io::Error::other("power loss at the failpoint"));
-                }
-                Ok(())
-            })),
-        }
-    }
-
-    fn open(&self) -> Result<Log, Error> {
-        Log::open_tuned(
-            self.vfs.clone(),
-            &self.dir,
-            self.options(),
-            Tuning {
-                // A thread of the log's own would make the run depend
-                // on scheduling: the runner prepares at seeded points.
-                next_segment: match self.plan.tuning.next_segment {
-                    NextSegment::Background => NextSegment::OnCall,
-                    other => other,
-                },
-                ..self.plan.tuning
-            },
-        )
-    }
-
-    fn reopen(&mut self, recovery: CrashSpec) -> Check {
-        let mut arm = match recovery {
-            CrashSpec::AfterOps(n) => Some(n),
-            _ => None,
-        };
-        for _ in 0..OPEN_ATTEMPTS_MAX {
-            if let Some(n) = arm.take() {
-                self.vfs.crash_after_ops(n);
-            }
-            let mark = self.vfs.fault_log_len();
-            self.before_open = misdirected_files(&self.vfs, &self.dir);
-            let opened = self.open();
-            self.vfs.crash_after_ops(0);
-            self.result.counters.reopens += 1;
-            match opened {
-                Ok(log) => return self.reopened(log),
-                Err(error) if self.vfs.is_halted() => {
-                    note!(self, "      power loss during recovery: {error}");
-                    self.result.count_recovery(Recovery::CrashedDuringRecovery);
-                    self.result
-                        .count_crash(CrashPoint::Recovery, &self.plan.faults.enabled());
-                    self.vfs.reboot();
-                }
-                Err(Error::Corrupt {
-                    file,
-                    offset,
-                    reason,
-                }) => {
-                    let rule = self.refusing_rule(&file, offset)?;
-                    let evidence = Evidence::new(&self.vfs, &self.dir);
-                    self.oracle.check_refusal(&file, offset, rule, &evidence)?;
-                    note!(
-                        self,
-                        "      refused by {}: {}:{offset}: {reason}",
-                        rule.name(),
-                        file.display()
-                    );
-                    self.result.count_recovery(Recovery::Decided(rule));
-                    self.start_over();
-                }
-                Err(error) => {
-                    let faults = self.vfs.fault_log_since(mark);
-                    self.oracle.check_failed_open(&error, &faults)?;
-                    note!(
-                        self,
-                        "      open failed on an injected fault, retrying: {error}"
-                    );
-                    self.result.count_recovery(Recovery::RetriedAfterIoFault);
-                }
-            }
-        }
-        self.result.count_recovery(Recovery::GaveUp);
-        self.ended = true;
-        Ok(())
-    }
-
-    /// The rule that refused the log at `file` and `offset`, from a
-    /// read-only check of the same directory, which must refuse it alike
-    /// (checked again while flipped reads keep it from deciding).
-    fn refusing_rule(&self, file: &std::path::Path, offset: u64) -> Result<durlog::Rule, String> {
-        let window = self.plan.tuning.group_bytes_max;
-        for _ in 0..OPEN_ATTEMPTS_MAX {
-            let mark = self.vfs.fault_log_len();
-            match recovery::check(&self.vfs, &self.dir, window) {
-                Err(durlog::Refusal {
-                    error:
-                        Error::Corrupt {
-                            file: again,
-                            offset: at,
-                            ..
-                        },
-                    rule: Some(rule),
-                }) if again == file && at == offset => return Ok(rule),
-                Err(durlog::Refusal {
-                    error: Error::Io(_),
-                    ..
-                }) if excuse::explains_io_error(&self.vfs.fault_log_since(mark)) => {}
-                other => {
-                    return Err(format!(
-                        "Open refused {}:{offset}, but a read-only check of the same directory says {other:?}",
-                        file.display()
-                    ));
-                }
-            }
-        }
-        Err(format!(
-            "Open refused {}:{offset}; a read-only check never got past flipped reads",
-            file.display()
-        ))
-    }
-
-    /// The log opened: the oracle judges what recovery kept, then the run
-    /// goes on with it.
-    fn reopened(&mut self, log: Log) -> Check {
-        note!(self, "      reopened: {:?}", log.recovery());
-        self.result.count_recovery(
-            log.recovery()
-                .decided_by
-                .map_or(Recovery::Clean, Recovery::Decided),
-        );
-        let mut evidence = Evidence::new(&self.vfs, &self.dir);
-        evidence.before_open = std::mem::take(&mut self.before_open);
-        let limits = self.limits();
-        self.oracle
-            .check_reopened(&log, &evidence, limits, self.final_reopen)?;
-        self.log = Some(log);
-        Ok(())
-    }
-
-    /// Goes on with a fresh, empty log in a new directory.
-    fn start_over(&mut self) {
-        self.generation += 1;
-        self.dir = PathBuf::from(format!("{LOG_DIR}-{}", self.generation));
-        self.oracle.start_over();
-        self.max_bytes = self.plan.max_bytes;
-        note!(self, "      starting over in {}", self.dir.display());
-    }
-
     fn full_check(&mut self) -> Check {
         let log = self.log.take().expect("open");
         let evidence = Evidence::new(&self.vfs, &self.dir);
@@ -568,22 +414,6 @@ impl<'a> World<'a> {
         self.log = Some(log);
         result
     }
-}
-
-/// The contents of the files in `dir` that a misdirected write hit (none,
-/// in all but a few runs: the copy is taken only then).
-fn misdirected_files(vfs: &SimVfs, dir: &std::path::Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut files: Vec<PathBuf> = vfs
-        .damage()
-        .into_iter()
-        .filter(|damage| damage.kind == FaultKind::MisdirectedWrite && damage.path.starts_with(dir))
-        .map(|damage| damage.path)
-        .collect();
-    files.dedup();
-    files
-        .into_iter()
-        .filter_map(|path| vfs.file_contents(&path).map(|bytes| (path, bytes)))
-        .collect()
 }
 
 fn describe(outcome: &Result<u64, Error>) -> String {
