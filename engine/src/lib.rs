@@ -27,8 +27,8 @@ pub use format::{
     append_record, crc32c, decode_batch, encode_batch, parse_record, segment_name,
 };
 pub use log::{
-    Clock, DEFAULT_SEGMENT_BYTES, FAILPOINT_AFTER_WRITE, Failpoint, Log, NextSegment, Options,
-    SEGMENT_BYTES_MAX, Ticket, Tuning,
+    Clock, Commit, DEFAULT_SEGMENT_BYTES, FAILPOINT_AFTER_WRITE, Failpoint, Log, NextSegment,
+    Options, SEGMENT_BYTES_MAX, Subscription, Ticket, Tuning,
 };
 pub use recovery::{GROUP_BYTES_MAX, RecoveryReport, Refusal, Rule, Tail};
 pub use stats::{Histogram, Stats};

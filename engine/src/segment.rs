@@ -29,6 +29,26 @@ pub(crate) struct SegmentMeta {
     pub path: PathBuf,
     /// Bytes of acknowledged records in it (never counts a zero tail).
     pub len: u64,
+    /// The offset of each of its records, by seq from `first_seq`: 4 bytes
+    /// a record, for reads of the whole log and subscriptions by position.
+    pub offsets: Vec<u32>,
+}
+
+impl SegmentMeta {
+    /// The byte range of the record with seq `seq`, if it is in here.
+    pub fn record(&self, seq: u64) -> Option<(u64, u64)> {
+        let at = usize::try_from(seq.checked_sub(self.first_seq)?).ok()?;
+        let start = u64::from(*self.offsets.get(at)?);
+        let end = self
+            .offsets
+            .get(at + 1)
+            .map_or(self.len, |next| u64::from(*next));
+        debug_assert!(
+            start < end && end <= self.len,
+            "a record lies inside its segment"
+        );
+        Some((start, end))
+    }
 }
 
 /// Sequential reads of one file through a reusable buffer.

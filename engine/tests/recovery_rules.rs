@@ -268,6 +268,43 @@ fn a_record_whose_every_page_was_kept_is_refused() {
     );
 }
 
+/// A group written at 4092, its first page lost (the 4 bytes of record
+/// 4's length there back to zeros) and its second kept (the rest of the
+/// header, seq 4, and record 5): the header is not the write's own whole,
+/// and the tail is torn, not misplaced.
+#[test]
+fn a_header_across_a_lost_page_boundary_proves_nothing() {
+    let lead: Vec<u8> = (1..=2)
+        .flat_map(|seq| record(seq, 40))
+        .chain(record(3, 40 + (4092 - 3 * 86)))
+        .collect();
+    assert_eq!(lead.len(), 4092);
+    let group = shape(&[&record(4, 1400), &record(5, 40)]);
+    let mut bytes = shape(&[&lead, &group]);
+    bytes[4092..4096].fill(0);
+    for backend in Backend::all() {
+        let report = open_shape(&backend, &bytes, durlog::GROUP_BYTES_MAX)
+            .unwrap_or_else(|(error, rule)| panic!("{error} ({rule:?})"));
+        assert_eq!((report.last_seq, report.decided_by), (3, Some(Rule::Torn)));
+    }
+}
+
+/// As above, but with no valid record in page 1: the bytes there are not
+/// zeros, and page 1 starts past the damage, so it was kept (a lost page
+/// there would hold zeros); record 6 in page 2 shows the tear came later.
+#[test]
+fn a_record_whose_later_page_holds_data_was_kept_whole() {
+    let group = shape(&[&record(4, 3900), &record(5, 4000), &record(6, 40)]);
+    let mut bytes = shape(&[&acknowledged(), &group]);
+    bytes[4100..4300].fill(0xEE);
+    assert_refused(
+        &bytes,
+        durlog::GROUP_BYTES_MAX,
+        Rule::Misplaced,
+        "data kept",
+    );
+}
+
 /// Record 7 ten bytes after the damage: records 4, 5 and 6 need at least
 /// 3 x 44 bytes before it.
 #[test]

@@ -97,6 +97,21 @@ pub fn record(seq: u64, stream: &str, first_version: u64, events: &[ModelEvent])
     out
 }
 
+/// The seq and length of the valid record (its length fits, its CRC over
+/// seq and payload matches) at the front of `bytes`, by FORMAT.md.
+pub fn parse(bytes: &[u8]) -> Option<(u64, usize)> {
+    let len = u32::from_le_bytes(bytes.get(0..4)?.try_into().ok()?) as usize;
+    let crc = u32::from_le_bytes(bytes.get(4..8)?.try_into().ok()?);
+    let seq = bytes.get(8..16)?;
+    let payload = bytes.get(16..16usize.checked_add(len)?)?;
+    (crc32c(&[seq, payload]) == crc).then(|| {
+        (
+            u64::from_le_bytes(seq.try_into().expect("8 bytes")),
+            16 + len,
+        )
+    })
+}
+
 /// The size of the record [`record`] gives for one append, without
 /// encoding it (seq, version and times do not change a record's size).
 pub fn record_bytes(stream: &str, events: &[ModelEvent]) -> u64 {

@@ -16,6 +16,7 @@ pub struct ModelEvent {
 struct Acked {
     seq: u64,
     stream: String,
+    first_version: u64,
     events: usize,
     /// The record as FORMAT.md encodes it, by the oracle's own encoder
     /// (its length is the record's size).
@@ -58,11 +59,13 @@ impl Model {
     /// versions.
     pub fn acknowledge(&mut self, stream: &str, events: Vec<ModelEvent>) {
         let seq = self.last_seq() + 1;
-        let encoded = crate::golden::record(seq, stream, self.version(stream) + 1, &events);
+        let first_version = self.version(stream) + 1;
+        let encoded = crate::golden::record(seq, stream, first_version, &events);
         self.size += encoded.len() as u64;
         self.appends.push(Acked {
             seq,
             stream: stream.to_owned(),
+            first_version,
             events: events.len(),
             encoded,
         });
@@ -95,6 +98,23 @@ impl Model {
         self.appends
             .iter()
             .map(|acked| (acked.seq, acked.encoded.as_slice()))
+    }
+
+    /// The acknowledged record with `seq`: its stream, first version and
+    /// events.
+    pub fn record(&self, seq: u64) -> Option<(&str, u64, &[ModelEvent])> {
+        let first = self.appends.first()?.seq;
+        let acked = self
+            .appends
+            .get(usize::try_from(seq.checked_sub(first)?).ok()?)?;
+        debug_assert_eq!(acked.seq, seq, "the model's seqs are dense");
+        let events = self.streams.get(&acked.stream)?;
+        let from = (acked.first_version - 1) as usize;
+        Some((
+            &acked.stream,
+            acked.first_version,
+            &events[from..from + acked.events],
+        ))
     }
 
     /// The canary: changes one acknowledged byte, as a broken engine would.

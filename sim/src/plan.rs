@@ -48,6 +48,12 @@ pub enum Action {
         quota: QuotaChange,
         recovery: CrashSpec,
     },
+    /// A subscriber starts `back` records before the end of the log (0:
+    /// live only), to all streams or to those of one stream's name.
+    Subscribe { back: u32, stream: Option<u32> },
+    /// Subscriber number `subscriber` (modulo how many there are) takes
+    /// up to `max` records without waiting; a slow one takes few.
+    Poll { subscriber: u32, max: u32 },
 }
 
 /// Whether and where an operation is interrupted by a power loss.
@@ -273,7 +279,7 @@ fn draw_actions(
         flip_at_rest: drawn.weight(FaultKind::BitFlipAtRest),
     };
     let actions = (0..steps)
-        .map(|_| draw.action(&[45, 35, 12, crash_rate, 3]))
+        .map(|_| draw.action(&[45, 35, 12, crash_rate, 3, 2, 7]))
         .collect();
     (steps, actions)
 }
@@ -304,13 +310,21 @@ impl ActionDraw<'_> {
                 recovery: self.recovery_crash(),
                 bit_flip: self.rng.random_bool(self.flip_at_rest),
             },
-            _ => Action::Reopen {
+            4 => Action::Reopen {
                 quota: match weighted(self.rng, &[5, 4, 1]) {
                     0 => QuotaChange::Keep,
                     1 => QuotaChange::Raise(self.rng.random_range(64..8192)),
                     _ => QuotaChange::Remove,
                 },
                 recovery: self.recovery_crash(),
+            },
+            5 => Action::Subscribe {
+                back: [0, 1, 3, 20, u32::MAX][weighted(self.rng, &[2, 2, 2, 2, 2])],
+                stream: self.rng.random_bool(0.3).then(|| self.stream()),
+            },
+            _ => Action::Poll {
+                subscriber: self.rng.random_range(0..8),
+                max: [1, 2, 5, u32::MAX][weighted(self.rng, &[2, 2, 2, 4])],
             },
         }
     }
@@ -420,6 +434,13 @@ impl fmt::Display for Action {
                     },
                     recovery_suffix(*recovery)
                 )
+            }
+            Action::Subscribe { back, stream } => match stream {
+                Some(stream) => write!(f, "subscribe {back} back to streams s{stream}*"),
+                None => write!(f, "subscribe {back} back"),
+            },
+            Action::Poll { subscriber, max } => {
+                write!(f, "poll subscriber {subscriber} for up to {max}")
             }
             Action::Reopen { quota, recovery } => write!(
                 f,

@@ -181,6 +181,8 @@ pub struct Counters {
     pub log_bytes_max: u64,
     /// Next segments prepared ahead of their roll.
     pub segments_prepared: u64,
+    /// Records handed to subscribers, each checked.
+    pub deliveries: u64,
 }
 
 impl Counters {
@@ -196,6 +198,7 @@ impl Counters {
         self.reads += other.reads;
         self.log_bytes_max = self.log_bytes_max.max(other.log_bytes_max);
         self.segments_prepared += other.segments_prepared;
+        self.deliveries += other.deliveries;
     }
 
     /// Counts an append's outcome, once the oracle has accepted it.
@@ -318,6 +321,11 @@ impl Summary {
             f,
             "segments    {} next segments prepared ahead of their roll",
             c.segments_prepared
+        )?;
+        writeln!(
+            f,
+            "subscribers {} records delivered, each the next acknowledged one",
+            c.deliveries
         )
     }
 

@@ -352,6 +352,7 @@ pub(crate) fn publish(
             first_seq,
             path: settings.segment_path(first_seq),
             len: 0,
+            offsets: Vec::new(),
         });
         stats.segments_created += 1;
     }
@@ -392,11 +393,15 @@ fn acknowledge(commit: &mut GroupCommit, state: &mut Committed, stats: &mut Stat
             state.last_seq + 1 + position as u64,
             "seqs are dense"
         );
+        let offset32 = u32::try_from(offset).expect("records start below SEGMENT_BYTES_MAX");
         let location = Location {
             first_version: member.first_version,
             segment: group.segment,
-            offset: u32::try_from(offset).expect("records start below SEGMENT_BYTES_MAX"),
+            offset: offset32,
         };
+        state.segments[group.segment as usize]
+            .offsets
+            .push(offset32);
         state
             .index
             .push(member.pending.stream(), member.pending.count, location);

@@ -41,21 +41,27 @@ use crate::recovery::RecoveryReport;
 use crate::segment::Handles;
 use crate::stats::Stats;
 
+mod all;
 mod commit;
 mod open;
 mod preparer;
 mod read;
 mod settings;
+mod subscribe;
 mod writer;
 
+pub use all::Commit;
 pub use commit::Ticket;
 pub use settings::{
     Clock, DEFAULT_SEGMENT_BYTES, FAILPOINT_AFTER_WRITE, Failpoint, NextSegment, Options,
     SEGMENT_BYTES_MAX, Tuning,
 };
 
+pub use subscribe::Subscription;
+
 use commit::{Committed, GroupCommit, Member};
 use settings::Settings;
+use subscribe::Feed;
 use writer::WriterSide;
 
 /// A crash-safe, append-only, segmented event log. `Send + Sync`.
@@ -72,13 +78,16 @@ use writer::WriterSide;
 /// 3. the preparing thread's handle (`Preparer::thread`), taken under the
 ///    writer's lock when a segment first gets half full.
 ///
-/// `handles` and `spare_payloads` are leaves: no other lock is taken while
-/// one of them is held.
+/// `handles`, `spare_payloads` and the feed's lock are leaves: no other
+/// lock is taken while one of them is held.
 pub struct Log {
     settings: Arc<Settings>,
     recovery: RecoveryReport,
-    /// Lock rank 1.
-    shared: Mutex<Shared>,
+    /// Lock rank 1. Shared with subscriptions, which read the committed
+    /// state (segments and offsets) to find records.
+    shared: Arc<Mutex<Shared>>,
+    /// A leaf lock: the last published seq, for subscriptions to wait on.
+    feed: Arc<Feed>,
     /// The writer side; `None` for a log opened read-only, which refuses
     /// every append.
     writer: Option<Arc<WriterSide>>,
@@ -236,13 +245,18 @@ impl Log {
             stats,
         } = &mut *shared;
         commit.committing = false;
+        let durable = result.is_ok();
         let mut members = commit::publish(commit, state, stats, &self.settings, group, result);
+        let published = state.last_seq;
         // Wake outside the lock: the next leader, woken first, can form its
         // group while this thread is still waking the rest.
         let mut threads = commit.threads_to_wake();
         drop(shared);
         for thread in threads.drain(..) {
             thread.unpark();
+        }
+        if durable {
+            self.feed.publish(published);
         }
         self.recycle_payloads(&mut members);
         let mut shared = lock(&self.shared);
@@ -387,6 +401,7 @@ impl Drop for Log {
         if let Some(writer) = &self.writer {
             writer.stop_preparer();
         }
+        self.feed.close();
     }
 }
 

@@ -15,6 +15,7 @@ use crate::stats::Stats;
 
 use super::commit::{Committed, GroupCommit};
 use super::settings::{NextSegment, Options, Settings, Tuning};
+use super::subscribe::Feed;
 use super::writer::{Writer, WriterSide};
 use super::{Log, Shared};
 
@@ -193,17 +194,19 @@ fn assemble(
         last_seq: report.last_seq,
         size: report.record_bytes,
     };
+    let feed = Arc::new(Feed::new(state.last_seq));
     Log {
         settings,
         recovery: report,
-        shared: Mutex::new(Shared {
+        feed,
+        shared: Arc::new(Mutex::new(Shared {
             commit: GroupCommit::default(),
             state,
             stats: Stats {
                 syncs,
                 ..Stats::default()
             },
-        }),
+        })),
         writer,
         handles: Mutex::new(Handles::default()),
         spare_payloads: Mutex::new(Vec::new()),

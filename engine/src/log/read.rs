@@ -60,6 +60,55 @@ impl Log {
         Ok(events)
     }
 
+    /// Events of `stream` with version <= `from`, newest first, at most
+    /// `limit`; a `from` at or past the stream's version (`u64::MAX`)
+    /// starts at its last event. Checked as [`Log::read`] checks.
+    pub fn read_backward(
+        &self,
+        stream: &str,
+        from: u64,
+        limit: usize,
+    ) -> Result<Vec<Event>, Error> {
+        let (top, places) = {
+            let shared = lock(&self.shared);
+            let state = &shared.state;
+            let Some(index) = state.index.streams.get(stream) else {
+                return Ok(Vec::new());
+            };
+            let top = from.min(index.version);
+            if limit == 0 || top == 0 {
+                return Ok(Vec::new());
+            }
+            let end = index.record_holding(top) + 1;
+            // Each record holds at least one event.
+            let start = end.saturating_sub(limit);
+            let places: Vec<Place> = index.records[start..end]
+                .iter()
+                .rev()
+                .map(|location| {
+                    let segment = &state.segments[location.segment as usize];
+                    Place {
+                        location: *location,
+                        first_seq: segment.first_seq,
+                        segment_len: segment.len,
+                    }
+                })
+                .collect();
+            (top, places)
+        };
+        let mut events = Vec::new();
+        let mut buf = Vec::new();
+        for place in places {
+            let batch = self.read_batch(stream, &place, &mut buf)?;
+            let wanted = batch.into_iter().rev().filter(|event| event.version <= top);
+            events.extend(wanted.take(limit - events.len()));
+            if events.len() == limit {
+                break;
+            }
+        }
+        Ok(events)
+    }
+
     /// Reads and checks one record. A failed check is read once more, so a
     /// flaky read is not reported as damage.
     fn read_batch(

@@ -364,17 +364,21 @@ fn misplaced(
     expected: u64,
     candidates: &[Candidate],
 ) -> Option<(Candidate, &'static str)> {
-    let own_extent = Header::peek(rest)
-        .filter(|header| header.seq == expected)
-        .map(|header| header.record_len());
+    // The header is the torn write's own only if it lies in one page: a
+    // header across a page boundary may keep its seq from a kept page and
+    // lose its length to a lost one.
     let damage_page = offset / PAGE_BYTES;
+    let one_page = (offset + HEADER_SIZE as u64 - 1) / PAGE_BYTES == damage_page;
+    let own_extent = Header::peek(rest)
+        .filter(|header| header.seq == expected && one_page)
+        .map(|header| header.record_len());
     if let Some(next) = next_header_inside(rest, offset, expected, own_extent) {
         return Some((
             next,
             "the header of the next record, inside the damaged record's own extent",
         ));
     }
-    if let Some(kept) = all_pages_kept(rest.len(), offset, own_extent, candidates) {
+    if let Some(kept) = all_pages_kept(rest, offset, own_extent, candidates) {
         return Some((
             kept,
             "every page of the damaged record was kept, which leaves it whole",
@@ -404,31 +408,39 @@ fn misplaced(
 }
 
 /// A crash keeps or loses each page of the last write whole, and keeps
-/// none past where the write was torn. So the damaged record's page is
-/// kept if its header is the write's own (`own_extent`: lost, it would
-/// hold the zeros that were there), and so is every page a valid record
-/// of the write lies in; and a record after the damage means the tear came
-/// after it. If every page the damaged record spans is kept, the record
-/// is whole, yet it is not: the candidate that proves the last of its
-/// pages kept, if so.
+/// nothing of it past where it was torn. The damaged record's first page
+/// was kept if its header is the write's own (`own_extent`: lost, it would
+/// hold the zeros that were there); a later page was kept if a valid
+/// record lies in it, or if it holds anything but zeros (it starts past
+/// the damage, so past where the write began, where a lost page holds
+/// zeros); and a valid record after the damaged one means the tear came
+/// after it too. If every page of the damaged record was kept, with the
+/// tear after it, the record is whole, yet it is not: that later record.
 fn all_pages_kept(
-    rest_len: usize,
+    rest: &[u8],
     offset: u64,
     own_extent: Option<u64>,
     candidates: &[Candidate],
 ) -> Option<Candidate> {
-    let extent = own_extent.filter(|&extent| extent <= rest_len as u64)?;
+    let extent = own_extent.filter(|&extent| extent <= rest.len() as u64)?;
+    let whole = |candidate: &&Candidate| !candidate.repaired;
+    let after = candidates
+        .iter()
+        .filter(whole)
+        .find(|candidate| candidate.at as u64 >= extent)?;
     let (first_page, last_page) = (offset / PAGE_BYTES, (offset + extent - 1) / PAGE_BYTES);
-    let mut proof = None;
     for page in first_page + 1..=last_page {
-        let holder = candidates.iter().find(|candidate| {
-            let start = offset + candidate.at as u64;
-            let end = start + candidate.len as u64;
-            !candidate.repaired && start / PAGE_BYTES <= page && page <= (end - 1) / PAGE_BYTES
-        })?;
-        proof = Some(*holder);
+        let start = (page * PAGE_BYTES - offset) as usize;
+        let end = (start + PAGE_BYTES as usize).min(rest.len());
+        let holds_a_record = candidates
+            .iter()
+            .filter(whole)
+            .any(|candidate| candidate.at < end && start < candidate.at + candidate.len);
+        if !holds_a_record && rest[start..end].iter().all(|&byte| byte == 0) {
+            return None;
+        }
     }
-    proof
+    Some(*after)
 }
 
 /// A header at a sector boundary inside the damaged record's own extent

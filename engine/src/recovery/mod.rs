@@ -193,6 +193,7 @@ pub(crate) fn scan(
         record_bytes: 0,
         buf: Vec::new(),
         group_bytes_max,
+        offsets: Vec::new(),
     };
     let mut segments = Vec::with_capacity(names.len());
     let mut tail = Tail::Clean;
@@ -221,6 +222,7 @@ pub(crate) fn scan(
             first_seq: *first_seq,
             path: path.clone(),
             len,
+            offsets: std::mem::take(&mut scanner.offsets),
         });
         tail = segment_tail;
     }
@@ -390,6 +392,8 @@ struct Scanner {
     buf: Vec<u8>,
     /// The most bytes a group commit of the log's writers wrote at once.
     group_bytes_max: u64,
+    /// The offsets of the valid records of the segment being scanned.
+    offsets: Vec<u32>,
 }
 
 impl Scanner {
@@ -502,6 +506,7 @@ impl Scanner {
                 offset: offset32,
             },
         );
+        self.offsets.push(offset32);
         self.next_seq += 1;
         self.records += 1;
         self.record_bytes += len;

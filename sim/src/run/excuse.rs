@@ -11,7 +11,7 @@ use std::path::Path;
 use durlog::{Error, Rule};
 use durlog_vfs::{Damage, FaultEvent, FaultKind, SimVfs};
 
-use crate::golden::{Placed, Placement};
+use crate::golden::{self, Placed, Placement};
 use crate::model::Model;
 use crate::report::Excuse;
 
@@ -187,8 +187,9 @@ pub(crate) fn lost_records(
 /// it no longer held the evidence: meant to put `first` in its place, the
 /// write left no copy of it where it landed, whole or one bit off (later
 /// writes covered it, or a cut-back or truncation took it); or landing on
-/// `first`, what it wrote was cut short. The damage stays, its proof is
-/// gone: what is left looks like what a torn write leaves.
+/// `first`, no valid record of what it wrote is left where it landed (cut
+/// off, or a crash lost its pages). The damage stays, its proof is gone:
+/// what is left looks like what a torn write leaves.
 fn misdirected_copy_gone(first: &Placed, model: &Model, evidence: &Evidence<'_>) -> bool {
     let read: &[u8] = evidence
         .before_open
@@ -213,7 +214,20 @@ fn misdirected_copy_gone(first: &Placed, model: &Model, evidence: &Evidence<'_>)
             let copy = encoded.and_then(|encoded| read.get(copy_at..copy_at + encoded.len()));
             return !matches!((copy, encoded), (Some(copy), Some(encoded)) if bits_apart(copy, encoded) <= 1);
         }
-        overlaps(&landed, &first.bytes()) && (read.len() as u64) < landed.end
+        overlaps(&landed, &first.bytes()) && !holds_a_record_from(read, &landed, first.seq)
+    })
+}
+
+/// Whether a valid record with a seq of `seq` or more starts in `range`
+/// of `bytes`: what a misdirected write left that recovery can go by.
+fn holds_a_record_from(bytes: &[u8], range: &Range<u64>, seq: u64) -> bool {
+    let end = (range.end as usize).min(bytes.len());
+    (range.start as usize..end).any(|at| {
+        let claimed = bytes
+            .get(at + 8..at + 16)
+            .map(|field| u64::from_le_bytes(field.try_into().expect("8 bytes")));
+        claimed.is_some_and(|claimed| claimed >= seq && claimed - seq < 1 << 32)
+            && golden::parse(&bytes[at..]).is_some()
     })
 }
 

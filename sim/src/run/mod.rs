@@ -37,6 +37,7 @@ macro_rules! note {
 }
 
 mod excuse;
+mod follow;
 mod oracle;
 mod reopen;
 
@@ -103,6 +104,8 @@ struct World<'a> {
     generation: u32,
     result: SeedResult,
     trace: Option<Vec<String>>,
+    /// Subscribers, shared with the failpoint hook.
+    followers: follow::SharedFollowers,
 }
 
 impl<'a> World<'a> {
@@ -125,6 +128,7 @@ impl<'a> World<'a> {
             generation: 0,
             result: SeedResult::default(),
             trace: trace.then(Vec::new),
+            followers: follow::SharedFollowers::default(),
         }
     }
 
@@ -223,6 +227,17 @@ impl<'a> World<'a> {
             Action::Crash { recovery, bit_flip } => {
                 self.power_loss(CrashPoint::Idle, *recovery, *bit_flip)
             }
+            Action::Subscribe { back, stream } => {
+                self.subscribe(*back, *stream);
+                Ok(())
+            }
+            Action::Poll { subscriber, max } => {
+                let count = follow::lock(&self.followers).list.len();
+                if count == 0 {
+                    return Ok(());
+                }
+                self.poll(*subscriber as usize % count, *max)
+            }
             Action::Reopen { quota, recovery } => {
                 self.max_bytes = match quota {
                     QuotaChange::Keep => self.max_bytes,
@@ -310,6 +325,7 @@ impl<'a> World<'a> {
         let finished = self.log().commit_next_group();
         self.vfs.crash_after_ops(0);
         self.failpoint_armed.store(false, Ordering::SeqCst);
+        self.check_deliveries_during_commit()?;
         let faulted =
             self.vfs.is_halted() || excuse::explains_io_error(&self.vfs.fault_log_since(mark));
         note!(self, "      {finished} appends finished");
@@ -382,6 +398,7 @@ impl<'a> World<'a> {
     /// the log is reopened.
     fn power_loss(&mut self, point: CrashPoint, recovery: CrashSpec, bit_flip: bool) -> Check {
         self.result.count_crash(point, &self.plan.faults.enabled());
+        follow::lock(&self.followers).drop_subscriptions();
         self.log = None;
         self.pending.clear();
         self.busy.clear();
@@ -401,10 +418,100 @@ impl<'a> World<'a> {
 
     /// The process restarts: the page cache survives.
     fn restart(&mut self, recovery: CrashSpec) -> Check {
+        let count = follow::lock(&self.followers).list.len();
+        for index in 0..count {
+            self.poll(index, u32::MAX)?;
+        }
         self.log = None;
         self.pending.clear();
         self.busy.clear();
+        self.check_followers_closed()?;
         self.reopen(recovery)
+    }
+
+    /// Once the log is gone, each follower takes what is left of what
+    /// was acknowledged, then ends with `Closed` (or stops at damage, which
+    /// the oracle must excuse).
+    fn check_followers_closed(&mut self) -> Check {
+        let count = follow::lock(&self.followers).list.len();
+        for index in 0..count {
+            let mark = self.vfs.fault_log_len();
+            let mut followers = follow::lock(&self.followers);
+            let follower = &mut followers.list[index];
+            let Some(subscription) = follower.subscription.as_mut() else {
+                continue;
+            };
+            let error = loop {
+                match subscription.next_timeout(std::time::Duration::ZERO) {
+                    Ok(Some(commit)) => {
+                        self.oracle.check_delivery(
+                            &mut follower.next,
+                            &follower.prefix,
+                            &commit,
+                        )?;
+                    }
+                    Err(Error::Closed) => break None,
+                    Err(error) => break Some(error),
+                    Ok(None) => {
+                        return Err(format!(
+                            "a subscriber at seq {} waits on a log that is closed",
+                            follower.next
+                        ));
+                    }
+                }
+            };
+            drop(followers);
+            if let Some(error) = error {
+                let faults = self.vfs.fault_log_since(mark);
+                let evidence = Evidence::new(&self.vfs, &self.dir);
+                self.oracle.excuse_read_error(&error, &evidence, &faults)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A subscriber starts `back` records before the end of the log.
+    fn subscribe(&mut self, back: u32, stream: Option<u32>) {
+        let end = self.oracle.model().last_seq() + 1;
+        let from = end - u64::from(back).min(end);
+        let prefix = stream.map_or_else(String::new, |stream| format!("s{stream}"));
+        let log = self.log.as_ref().expect("the log is open between actions");
+        follow::lock(&self.followers).start(log, prefix, from);
+    }
+
+    /// Follower `index` takes up to `max` records; the oracle checks each.
+    fn poll(&mut self, index: usize, max: u32) -> Check {
+        let mark = self.vfs.fault_log_len();
+        let mut followers = follow::lock(&self.followers);
+        let (taken, error) = followers.take(index, max);
+        let follower = &mut followers.list[index];
+        for commit in &taken {
+            self.oracle
+                .check_delivery(&mut follower.next, &follower.prefix, commit)?;
+        }
+        self.result.counters.deliveries += taken.len() as u64;
+        drop(followers);
+        if let Some(error) = error {
+            let faults = self.vfs.fault_log_since(mark);
+            let evidence = Evidence::new(&self.vfs, &self.dir);
+            self.oracle.excuse_read_error(&error, &evidence, &faults)?;
+        }
+        Ok(())
+    }
+
+    /// What followers were handed between a group's write and its sync
+    /// must have been acknowledged before that commit.
+    fn check_deliveries_during_commit(&mut self) -> Check {
+        let mut followers = follow::lock(&self.followers);
+        let delivered = std::mem::take(&mut followers.during_commit);
+        for (index, commit) in &delivered {
+            let follower = &mut followers.list[*index];
+            self.oracle
+                .check_delivery(&mut follower.next, &follower.prefix, commit)
+                .map_err(|error| format!("between a write and its sync: {error}"))?;
+        }
+        self.result.counters.deliveries += delivered.len() as u64;
+        Ok(())
     }
 
     fn full_check(&mut self) -> Check {

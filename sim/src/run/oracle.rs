@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 
 use durlog::recovery::{self, Tail};
-use durlog::{Error, Event, Expected, Log};
+use durlog::{Commit, Error, Event, Expected, Log};
 use durlog_vfs::FaultEvent;
 
 use crate::golden;
@@ -240,6 +240,7 @@ impl Oracle {
         }
         self.in_doubt.clear();
         self.check_log(log, evidence)?;
+        self.check_read_all(log, evidence)?;
         // The bytes themselves, encoded independently (cheap enough for
         // small logs at every reopen; big ones are checked at the end).
         // Damage (a misdirected write, a flipped bit) may sit in bytes that
@@ -321,6 +322,79 @@ impl Oracle {
         Ok(())
     }
 
+    /// A subscriber whose next seq is `next` (and which takes only streams
+    /// starting with `prefix`) was handed `commit`: the next acknowledged
+    /// record of its streams, exactly as acknowledged, none skipped, none
+    /// repeated, none not yet acknowledged.
+    pub(crate) fn check_delivery(&self, next: &mut u64, prefix: &str, commit: &Commit) -> Check {
+        let seq = commit.seq;
+        if seq < *next {
+            return Err(format!(
+                "a subscriber was handed seq {seq} again (it had gone on to {next})"
+            ));
+        }
+        let acked = self.model.last_seq();
+        for skipped in *next..seq {
+            match self.model.record(skipped) {
+                Some((stream, ..)) if stream.starts_with(prefix) => {
+                    return Err(format!(
+                        "a subscriber to {prefix:?}* skipped seq {skipped} of stream {stream} and was handed seq {seq}"
+                    ));
+                }
+                Some(_) => {}
+                None => break,
+            }
+        }
+        let Some((stream, first_version, events)) = self.model.record(seq) else {
+            return Err(format!(
+                "a subscriber was handed seq {seq}, which is not acknowledged (the last acknowledged is {acked})"
+            ));
+        };
+        if commit.stream != stream
+            || commit.first_version != first_version
+            || commit.events.len() != events.len()
+            || !stream.starts_with(prefix)
+        {
+            return Err(format!(
+                "a subscriber to {prefix:?}* was handed seq {seq} as {} from version {} with {} events; acknowledged: {stream} from {first_version} with {}",
+                commit.stream,
+                commit.first_version,
+                commit.events.len(),
+                events.len()
+            ));
+        }
+        for (i, (event, model)) in commit.events.iter().zip(events).enumerate() {
+            check_event(stream, event, model, first_version + i as u64)?;
+        }
+        *next = seq + 1;
+        Ok(())
+    }
+
+    /// The whole log, read in seq order, is the model's records.
+    fn check_read_all(&mut self, log: &Log, evidence: &Evidence<'_>) -> Check {
+        let mark = evidence.vfs.fault_log_len();
+        match log.read_all(1, usize::MAX) {
+            Ok(commits) => {
+                if commits.len() as u64 != self.model.last_seq() {
+                    return Err(format!(
+                        "read_all gave {} records, the model has {}",
+                        commits.len(),
+                        self.model.last_seq()
+                    ));
+                }
+                let mut next = 1;
+                commits
+                    .iter()
+                    .try_for_each(|commit| self.check_delivery(&mut next, "", commit))
+                    .map_err(|error| format!("read_all: {error}"))
+            }
+            Err(error) => {
+                let faults = evidence.vfs.fault_log_since(mark);
+                self.excuse_read_error(&error, evidence, &faults)
+            }
+        }
+    }
+
     /// Every stream reads back exactly as acknowledged.
     pub(crate) fn check_log(&mut self, log: &Log, evidence: &Evidence<'_>) -> Check {
         let names = log.streams("");
@@ -371,7 +445,7 @@ impl Oracle {
         Ok(())
     }
 
-    fn excuse_read_error(
+    pub(crate) fn excuse_read_error(
         &mut self,
         error: &Error,
         evidence: &Evidence<'_>,

@@ -11,6 +11,7 @@ use durlog::{Error, Log, NextSegment, Options, Tuning, recovery};
 use durlog_vfs::{FaultKind, SimVfs};
 
 use super::excuse::{self, Evidence};
+use super::follow;
 use super::oracle::Check;
 use super::{
     CLOCK_BASE_NS, CLOCK_STEP_NS, CrashPoint, LOG_DIR, OPEN_ATTEMPTS_MAX, Recovery, World,
@@ -21,6 +22,7 @@ impl World<'_> {
     fn options(&self) -> Options {
         let clock = Arc::clone(&self.clock);
         let armed = Arc::clone(&self.failpoint_armed);
+        let followers = Arc::clone(&self.followers);
         let vfs = self.vfs.clone();
         Options {
             segment_bytes: self.plan.segment_bytes,
@@ -29,6 +31,9 @@ impl World<'_> {
                 CLOCK_BASE_NS + CLOCK_STEP_NS * (clock.fetch_add(1, Ordering::SeqCst) + 1)
             })),
             failpoint: Some(Arc::new(move |_name: &str| {
+                // Between the group's write and its sync: nothing of it
+                // may reach a subscriber yet.
+                follow::lock(&followers).poll_during_commit();
                 if armed.swap(false, Ordering::SeqCst) {
                     vfs.halt();
                     return Err(std::io::Error::other("power loss at the failpoint"));
@@ -160,12 +165,14 @@ impl World<'_> {
         let limits = self.limits();
         self.oracle
             .check_reopened(&log, &evidence, limits, self.final_reopen)?;
+        follow::lock(&self.followers).resume(&log);
         self.log = Some(log);
         Ok(())
     }
 
     /// Goes on with a fresh, empty log in a new directory.
     fn start_over(&mut self) {
+        follow::lock(&self.followers).list.clear();
         self.generation += 1;
         self.dir = PathBuf::from(format!("{LOG_DIR}-{}", self.generation));
         self.oracle.start_over();

@@ -1,0 +1,204 @@
+//! Reading the whole log by position (seq): [`Commit`], the runs of
+//! records a read covers, and [`Log::read_all`]. A record's seq is its
+//! position: dense, in commit order, never reused. Positions are found
+//! through each segment's record offsets (4 bytes a record); the bytes
+//! come from the segment files, a run of records per read, each record
+//! checked (CRC, seq) before any of it is returned.
+
+use std::sync::Arc;
+
+use durlog_vfs::{VfsFile, read_exact_at};
+
+use crate::error::Error;
+use crate::format::{Event, decode_batch, parse_record};
+use crate::segment::{Handles, read_record_bytes};
+
+use super::commit::Committed;
+use super::settings::Settings;
+use super::{Log, lock};
+
+/// One record (one append), as a reader of the whole log sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Commit {
+    /// The record's seq: its position in the whole log.
+    pub seq: u64,
+    /// The stream all its events belong to.
+    pub stream: String,
+    /// The version of its first event; the rest follow densely.
+    pub first_version: u64,
+    /// Its events, as `read` returns them (stream, version and time set).
+    pub events: Vec<Event>,
+}
+
+/// The most bytes one read of a run fetches: large enough to amortise the
+/// call, small enough that a reader's buffer stays modest.
+const RUN_BYTES_MAX: u64 = 1 << 20;
+
+/// Consecutive records of one segment, to read with one call.
+pub(crate) struct Run {
+    /// The segment's number and first seq (its name).
+    segment: u32,
+    segment_first_seq: u64,
+    /// The seq of the first record, and each record's byte range.
+    first: u64,
+    ranges: Vec<(u64, u64)>,
+}
+
+impl Committed {
+    /// The runs that hold up to `count` acknowledged records from seq
+    /// `from`, each within one segment and `RUN_BYTES_MAX` bytes (unless a
+    /// single record is larger). Cheap: offsets only, no I/O.
+    pub(crate) fn runs(&self, from: u64, count: u64) -> Vec<Run> {
+        let mut runs = Vec::new();
+        let from = from.max(1);
+        let last = self
+            .last_seq
+            .min(from.saturating_add(count).saturating_sub(1));
+        let mut seq = from;
+        let mut position = self
+            .segments
+            .partition_point(|segment| segment.first_seq <= seq)
+            .saturating_sub(1);
+        while seq <= last && position < self.segments.len() {
+            let segment = &self.segments[position];
+            let mut run = Run {
+                segment: position as u32,
+                segment_first_seq: segment.first_seq,
+                first: seq,
+                ranges: Vec::new(),
+            };
+            while seq <= last
+                && let Some(range) = segment.record(seq)
+            {
+                let start = run.ranges.first().map_or(range.0, |first| first.0);
+                if !run.ranges.is_empty() && range.1 - start > RUN_BYTES_MAX {
+                    break;
+                }
+                run.ranges.push(range);
+                seq += 1;
+            }
+            if run.ranges.is_empty() {
+                position += 1;
+            } else {
+                runs.push(run);
+            }
+        }
+        runs
+    }
+}
+
+impl Log {
+    /// Acknowledged records with seq >= `max(from_seq, 1)`, in seq order,
+    /// at most `limit` of them (0 returns none). Every record read is
+    /// checked; damage is an error naming the file and offset, never wrong
+    /// data.
+    pub fn read_all(&self, from_seq: u64, limit: usize) -> Result<Vec<Commit>, Error> {
+        let runs = lock(&self.shared).state.runs(from_seq, limit as u64);
+        let mut commits = Vec::new();
+        let mut buf = Vec::new();
+        for run in &runs {
+            let file = self.segment_file(run)?;
+            read_run(
+                &self.settings,
+                file.as_ref(),
+                run,
+                &mut buf,
+                &mut |commit| commits.push(commit),
+            )?;
+        }
+        Ok(commits)
+    }
+
+    fn segment_file(&self, run: &Run) -> Result<Arc<dyn VfsFile>, Error> {
+        let path = || self.settings.segment_path(run.segment_first_seq);
+        let vfs = self.settings.vfs.as_ref();
+        Ok(lock(&self.handles).get(vfs, run.segment, path)?)
+    }
+}
+
+/// Reads `run` from `file` (its segment) with one call and hands each
+/// record to `deliver` as a [`Commit`], in seq order. A record that fails
+/// its check is read again alone, once, before it is reported: a flaky
+/// read is not damage.
+pub(crate) fn read_run(
+    settings: &Settings,
+    file: &dyn VfsFile,
+    run: &Run,
+    buf: &mut Vec<u8>,
+    deliver: &mut dyn FnMut(Commit),
+) -> Result<(), Error> {
+    let (base, end) = (run.ranges[0].0, run.ranges[run.ranges.len() - 1].1);
+    buf.resize((end - base) as usize, 0);
+    read_exact_at(file, buf, base)?;
+    for (position, &(start, end)) in run.ranges.iter().enumerate() {
+        let seq = run.first + position as u64;
+        let bytes = &buf[(start - base) as usize..(end - base) as usize];
+        let commit = match check_commit(bytes, seq) {
+            Ok(commit) => commit,
+            Err(_) => reread(settings, file, run.segment_first_seq, seq, (start, end))?,
+        };
+        deliver(commit);
+    }
+    Ok(())
+}
+
+/// Reads the record with `seq` at `range` of its segment again, alone.
+fn reread(
+    settings: &Settings,
+    file: &dyn VfsFile,
+    segment_first_seq: u64,
+    seq: u64,
+    (start, end): (u64, u64),
+) -> Result<Commit, Error> {
+    let mut buf = Vec::new();
+    let bytes = read_record_bytes(file, start, end - start, &mut buf)?;
+    check_commit(bytes, seq).map_err(|reason| Error::Corrupt {
+        file: settings.segment_path(segment_first_seq),
+        offset: start,
+        reason,
+    })
+}
+
+/// The record in `bytes` as a [`Commit`], if it is valid, whole and the
+/// one with `seq`.
+fn check_commit(bytes: &[u8], seq: u64) -> Result<Commit, String> {
+    let record = parse_record(bytes).map_err(|error| error.to_string())?;
+    if record.seq != seq || record.len != bytes.len() {
+        return Err(format!(
+            "record holds seq {} in {} bytes, the log expects seq {seq} in {}",
+            record.seq,
+            record.len,
+            bytes.len()
+        ));
+    }
+    let batch = decode_batch(record.payload).map_err(|error| error.to_string())?;
+    Ok(Commit {
+        seq,
+        stream: batch.stream,
+        first_version: batch.first_version,
+        events: batch.events,
+    })
+}
+
+/// A reader's own handles to segment files, for readers that outlive a
+/// borrow of the `Log` (subscriptions).
+pub(crate) struct OwnHandles {
+    handles: Handles,
+}
+
+impl OwnHandles {
+    pub(crate) fn new() -> OwnHandles {
+        OwnHandles {
+            handles: Handles::default(),
+        }
+    }
+
+    pub(crate) fn file(
+        &mut self,
+        settings: &Settings,
+        run: &Run,
+    ) -> Result<Arc<dyn VfsFile>, Error> {
+        let path = || settings.segment_path(run.segment_first_seq);
+        Ok(self.handles.get(settings.vfs.as_ref(), run.segment, path)?)
+    }
+}

@@ -1,0 +1,205 @@
+//! Subscriptions: every record from a position on, first those already in
+//! the log (catch-up), then each new one once it is acknowledged (live),
+//! in seq order, with no gap and no repeat.
+//!
+//! A subscription keeps only its next seq and a small buffer: records come
+//! from the segment files, a run at a time, so a slow subscriber costs the
+//! writers nothing and memory does not grow with how far behind it is. The
+//! writers publish the last acknowledged seq to a [`Feed`] after each group
+//! is durable and published; a subscriber that has caught up sleeps on the
+//! feed's condition variable. A record cut back after a failed write was
+//! never published, so it is never delivered.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::error::Error;
+
+use super::all::{Commit, OwnHandles, read_run};
+use super::settings::Settings;
+use super::{Log, Shared, lock};
+
+/// Records read ahead of the subscriber, at most (one run's worth).
+const AHEAD_MAX: u64 = 256;
+
+/// What writers tell subscribers: the last acknowledged seq, and whether
+/// the log is closed. Its lock is a leaf: taken with no other held.
+pub(crate) struct Feed {
+    state: Mutex<FeedState>,
+    moved: Condvar,
+}
+
+struct FeedState {
+    last_seq: u64,
+    closed: bool,
+    /// Subscribers asleep on `moved`: writers skip the wake-up if none.
+    waiting: usize,
+}
+
+impl Feed {
+    pub(crate) fn new(last_seq: u64) -> Feed {
+        Feed {
+            state: Mutex::new(FeedState {
+                last_seq,
+                closed: false,
+                waiting: 0,
+            }),
+            moved: Condvar::new(),
+        }
+    }
+
+    /// Records up to `last_seq` are durable and published. Leaders tell
+    /// the feed after they release the shared lock, so a later group's
+    /// leader may come first: the feed keeps the highest.
+    pub(crate) fn publish(&self, last_seq: u64) {
+        let mut state = lock(&self.state);
+        state.last_seq = state.last_seq.max(last_seq);
+        if state.waiting > 0 {
+            self.moved.notify_all();
+        }
+    }
+
+    /// The log is gone: subscribers end once they have caught up.
+    pub(crate) fn close(&self) {
+        lock(&self.state).closed = true;
+        self.moved.notify_all();
+    }
+
+    /// Waits until a record past `delivered` is published, the log closes,
+    /// or `deadline` passes; returns the last published seq and whether
+    /// the log is closed.
+    fn wait_past(&self, delivered: u64, deadline: Option<Instant>) -> (u64, bool) {
+        let mut state = lock(&self.state);
+        while state.last_seq <= delivered && !state.closed {
+            let now = Instant::now();
+            let timeout = match deadline {
+                Some(deadline) if deadline <= now => break,
+                Some(deadline) => deadline - now,
+                None => Duration::from_secs(3600),
+            };
+            state.waiting += 1;
+            state = self
+                .moved
+                .wait_timeout(state, timeout)
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0;
+            state.waiting -= 1;
+        }
+        (state.last_seq, state.closed)
+    }
+}
+
+/// Every record from a position on, in seq order (see the module doc).
+/// `Send + 'static`: it holds the log's shared state, not a borrow of it,
+/// and may outlive the `Log` to deliver what was acknowledged before the
+/// log closed.
+pub struct Subscription {
+    settings: Arc<Settings>,
+    shared: Arc<Mutex<Shared>>,
+    feed: Arc<Feed>,
+    handles: OwnHandles,
+    /// Only records of streams starting with this.
+    prefix: String,
+    /// The seq of the next record to deliver (or to pass over).
+    next_seq: u64,
+    /// Records read ahead, all with seqs below `next_seq`, in order.
+    ahead: VecDeque<Commit>,
+    buf: Vec<u8>,
+}
+
+impl Log {
+    /// Every record with seq >= `from_seq`, in seq order, with no gap and
+    /// no repeat: first those already in the log (catch-up), then each new
+    /// one once it is acknowledged (live). Never a record not yet durable.
+    pub fn subscribe(&self, from_seq: u64) -> Subscription {
+        self.subscribe_streams("", from_seq)
+    }
+
+    /// [`Log::subscribe`], for the records of streams whose name starts
+    /// with `prefix`.
+    pub fn subscribe_streams(&self, prefix: &str, from_seq: u64) -> Subscription {
+        Subscription {
+            settings: Arc::clone(&self.settings),
+            shared: Arc::clone(&self.shared),
+            feed: Arc::clone(&self.feed),
+            handles: OwnHandles::new(),
+            prefix: prefix.to_owned(),
+            next_seq: from_seq.max(1),
+            ahead: VecDeque::new(),
+            buf: Vec::new(),
+        }
+    }
+}
+
+impl Subscription {
+    /// The next record; `Ok(None)` if none arrived within `timeout`;
+    /// `Err(Error::Closed)` once the log is closed (or dropped) and every
+    /// record acknowledged before that was delivered.
+    pub fn next_timeout(&mut self, timeout: Duration) -> Result<Option<Commit>, Error> {
+        let deadline = Instant::now().checked_add(timeout);
+        loop {
+            if let Some(commit) = self.ahead.pop_front() {
+                return Ok(Some(commit));
+            }
+            let (published, closed) = self.feed.wait_past(self.next_seq - 1, deadline);
+            if published >= self.next_seq {
+                self.read_ahead(published)?;
+            } else if closed {
+                return Err(Error::Closed);
+            } else {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// The seq from which this subscription goes on: the next record it
+    /// delivers has this seq or a later one (of a stream it skips).
+    pub fn position(&self) -> u64 {
+        self.ahead
+            .front()
+            .map_or(self.next_seq, |commit| commit.seq)
+    }
+
+    /// Reads the next run of published records (up to `published`) into
+    /// `ahead`, keeping those of matching streams.
+    fn read_ahead(&mut self, published: u64) -> Result<(), Error> {
+        let count = (published - self.next_seq + 1).min(AHEAD_MAX);
+        let runs = lock(&self.shared).state.runs(self.next_seq, count);
+        let Some(run) = runs.first() else {
+            return Ok(());
+        };
+        let file = self.handles.file(&self.settings, run)?;
+        let (prefix, ahead, next_seq) = (&self.prefix, &mut self.ahead, &mut self.next_seq);
+        read_run(
+            &self.settings,
+            file.as_ref(),
+            run,
+            &mut self.buf,
+            &mut |commit| {
+                debug_assert_eq!(commit.seq, *next_seq, "subscriptions skip no seq");
+                *next_seq = commit.seq + 1;
+                if commit.stream.starts_with(prefix.as_str()) {
+                    ahead.push_back(commit);
+                }
+            },
+        )
+    }
+}
+
+impl Iterator for Subscription {
+    type Item = Result<Commit, Error>;
+
+    /// Blocks for the next record; `None` once the log is closed and
+    /// everything acknowledged before was delivered.
+    fn next(&mut self) -> Option<Result<Commit, Error>> {
+        loop {
+            match self.next_timeout(Duration::from_secs(3600)) {
+                Ok(Some(commit)) => return Some(Ok(commit)),
+                Ok(None) => continue,
+                Err(Error::Closed) => return None,
+                Err(error) => return Some(Err(error)),
+            }
+        }
+    }
+}
