@@ -78,6 +78,30 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Print every event of the whole log in commit order, from a seq on;
+    /// with --follow, keep printing new ones until interrupted. Read-only.
+    ///
+    /// One line per event: seq, stream, version, type, at and data,
+    /// separated by tabs (the `read` format with seq and stream in front);
+    /// --json prints JSON lines instead. Following reads the segment files
+    /// as a writer in another process fills them: a record shows once it
+    /// is whole in its file.
+    Tail {
+        /// The log directory.
+        dir: PathBuf,
+        /// First seq to print (seqs start at 1).
+        #[arg(long, value_name = "SEQ", default_value_t = 1)]
+        from: u64,
+        /// Keep printing new events until interrupted.
+        #[arg(long)]
+        follow: bool,
+        /// Only events of streams whose name starts with PREFIX.
+        #[arg(long, value_name = "PREFIX", default_value = "")]
+        streams: String,
+        /// Print JSON lines instead of tab-separated text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print every record: file, offset, seq, length, stream, versions,
     /// types; then the tail state. Read-only.
     ///

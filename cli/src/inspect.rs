@@ -93,7 +93,7 @@ fn write_text(output: &mut dyn Write, event: &Event) -> io::Result<()> {
 /// `{"version":V,"type":T,"at":RFC3339,"at_unix_nanos":N,"data":D}`, where
 /// `data` is the data as a JSON string when it is valid UTF-8; otherwise
 /// the key is `data_hex` and the value the bytes in lowercase hex.
-fn write_json(output: &mut dyn Write, event: &Event) -> io::Result<()> {
+pub(crate) fn write_json(output: &mut dyn Write, event: &Event) -> io::Result<()> {
     let json_string = |text: &str| serde_json::to_string(text).expect("a str always serializes");
     let data = match std::str::from_utf8(&event.data) {
         Ok(text) => format!("\"data\":{}", json_string(text)),

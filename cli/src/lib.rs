@@ -6,6 +6,8 @@
 //! - [`inspect`]: `read`, `dump` and `streams`, all read-only: they open the
 //!   log with `Log::open_read_only` or scan it with `durlog::recovery`, so
 //!   they never create, truncate or sync anything.
+//! - [`tail`]: every event of the whole log in commit order, and, with
+//!   `--follow`, each new one as it appears in the files.
 //! - [`verify`]: the fsck-style verdict and its exit code.
 //! - [`escape`] and [`time`]: the text formats of `read` and `dump`.
 //! - [`error`]: the one-line error every failing command prints.
@@ -17,6 +19,7 @@ pub mod args;
 pub mod error;
 pub mod escape;
 pub mod inspect;
+pub mod tail;
 pub mod time;
 pub mod verify;
 

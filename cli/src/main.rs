@@ -12,6 +12,7 @@ use durlog_cli::CliError;
 use durlog_cli::append::{self, AppendArgs};
 use durlog_cli::args::{Cli, Command};
 use durlog_cli::inspect::{self, ReadArgs, ReadFormat};
+use durlog_cli::tail::{self, TailArgs};
 use durlog_cli::verify::{self, EXIT_USAGE};
 
 /// Exit code of every command but `verify` on an error.
@@ -83,6 +84,26 @@ fn main() -> ExitCode {
                 format,
             };
             ("read", inspect::read(&args, &mut io::stdout().lock()))
+        }
+        Command::Tail {
+            dir,
+            from,
+            follow,
+            streams,
+            json,
+        } => {
+            let args = TailArgs {
+                dir,
+                from: *from,
+                follow: *follow,
+                streams,
+                format: if *json {
+                    ReadFormat::Json
+                } else {
+                    ReadFormat::Text
+                },
+            };
+            ("tail", tail::run(&args, &mut io::stdout().lock()))
         }
         Command::Dump { dir } => ("dump", inspect::dump(dir, &mut io::stdout().lock())),
         Command::Streams { dir, prefix } => (
