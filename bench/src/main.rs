@@ -8,6 +8,7 @@
 //! BENCHMARKS.md at the repository root for the figures and how to read them.
 
 mod engine;
+mod follow;
 mod guard;
 mod harness;
 mod plot;
@@ -62,6 +63,11 @@ enum Cmd {
         #[arg(long, default_value_t = 8)]
         rolls: u64,
     },
+    /// Reading the whole log and following it: catch-up read_all next to
+    /// Open, live delivery latency, and what subscribers cost the writers
+    /// (results/follow.md). Log size from --open-bytes, sizes from
+    /// --sizes, rounds from --rounds, seconds per live run from --duration.
+    Follow,
     /// Internal: measure memory in a fresh process.
     #[command(hide = true)]
     MemoryChild {
@@ -221,6 +227,25 @@ fn run(cli: Cli) -> Result<()> {
         return Ok(());
     }
 
+    if let Cmd::Follow = cli.command {
+        let settings = settings(&options);
+        let table = follow::run(
+            &data,
+            settings.open_bytes,
+            &settings.sizes,
+            settings.rounds,
+            settings.duration_s.max(1.0),
+        );
+        if !options.keep {
+            let _ = std::fs::remove_dir_all(&data);
+        }
+        let table = table?;
+        println!("{table}");
+        std::fs::create_dir_all(&results_dir)?;
+        std::fs::write(results_dir.join("follow.md"), &table)?;
+        return Ok(());
+    }
+
     let started = Instant::now();
     let repo = Path::new(CRATE_DIR).parent().unwrap_or(Path::new("."));
     let mut machine = guard::describe(&data, repo);
@@ -301,6 +326,7 @@ fn command_name(cmd: &Cmd) -> &'static str {
         Cmd::Memory => "memory",
         Cmd::Plot => "plot",
         Cmd::Roll { .. } => "roll",
+        Cmd::Follow => "follow",
         Cmd::MemoryChild { .. } => "memory-child",
     }
 }

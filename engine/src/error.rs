@@ -70,11 +70,10 @@ pub enum Error {
         needed: u64,
     },
 
-    /// The log was closed. SPEC section 4 fixes this variant for what
-    /// outlives a `Log`: no call of this version returns it (`close` takes
-    /// the log by value, so no method can be called after it); a
-    /// subscription will end with it once its log is closed (SPEC section
-    /// 10).
+    /// The log was closed: a `Subscription` returns it once its log is
+    /// closed (or dropped) and every record acknowledged before that was
+    /// delivered. No method of `Log` returns it (`close` takes the log by
+    /// value).
     #[error("the log is closed")]
     Closed,
 
