@@ -38,8 +38,8 @@ fn catch_up(dir: &Path, log_bytes: u64, data_bytes: usize, out: &mut String) -> 
         segment_bytes: durlog::DEFAULT_SEGMENT_BYTES,
     };
     let bytes = engine::generate(dir, shape)?;
-    let log = Log::open(dir, Options::default())?;
     for round in 0..3 {
+        let log = Log::open(dir, Options::default())?;
         let started = Instant::now();
         let mut next = 1;
         let mut records = 0u64;
@@ -51,6 +51,7 @@ fn catch_up(dir: &Path, log_bytes: u64, data_bytes: usize, out: &mut String) -> 
         }
         let read_s = started.elapsed().as_secs_f64();
         ensure!(records == shape.events, "read_all gave {records} records");
+        drop(log);
         let started = Instant::now();
         let reopened = Log::open(dir, Options::default())?;
         let open_s = started.elapsed().as_secs_f64();
@@ -64,7 +65,6 @@ fn catch_up(dir: &Path, log_bytes: u64, data_bytes: usize, out: &mut String) -> 
             records as f64 / open_s
         )?;
     }
-    drop(log);
     let _ = std::fs::remove_dir_all(dir);
     Ok(())
 }

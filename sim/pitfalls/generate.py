@@ -41,12 +41,12 @@ P=[
  ("engine/src/recovery/decide.rs","        let expected = self.next_seq;\n        if let Ok(record) = parse_record(rest)","        let expected = self.next_seq;\n        if expected > 0 {\n            return None;\n        }\n        if let Ok(record) = parse_record(rest)")]),
 ("16-deliver-before-sync","Subscriptions: a group delivered (and acknowledged) before its sync",[
  ("engine/src/log/writer.rs","            .and_then(|()| settings.failpoint(FAILPOINT_AFTER_WRITE))\n            .and_then(|()| file.sync_data());","            .and_then(|()| settings.failpoint(FAILPOINT_AFTER_WRITE));"),
- ("engine/src/log/mod.rs","        if durable {\n            self.feed.publish(published);\n        }","        if durable {\n            self.feed.publish(published);\n            if let Some(writer) = &self.writer\n                && let Some(file) = &writer.lock().file\n            {\n                let _ = file.sync_data();\n            }\n        }")]),
+ ("engine/src/log/mod.rs","        self.recycle_payloads(&mut members);\n        let mut shared = lock(&self.shared);","        if let Some(writer) = &self.writer\n            && let Some(file) = &writer.lock().file\n        {\n            let _ = file.sync_data();\n        }\n        self.recycle_payloads(&mut members);\n        let mut shared = lock(&self.shared);")]),
 ("17-skip-the-rolling-record","Subscriptions and read_all: the first record of each later segment skipped",[
  ("engine/src/log/all.rs","            if run.ranges.is_empty() {\n                position += 1;","            if run.ranges.is_empty() {\n                position += 1;\n                seq += 1;")]),
 ("18-deliver-cut-back","Subscriptions: a group that failed and was cut back published to readers",[
  ("engine/src/log/commit.rs","        Err(failure) => {\n            commit.poisoned |= failure.poisoned;","        Err(failure) => {\n            if (group.segment as usize) < state.segments.len() {\n                acknowledge(commit, state, stats, &group);\n            }\n            commit.poisoned |= failure.poisoned;"),
- ("engine/src/log/mod.rs","        if durable {\n            self.feed.publish(published);","        if durable || published > 0 {\n            self.feed.publish(published);")]),
+ ("engine/src/log/mod.rs","        if durable && let Some(segment_first_seq) = segment_first_seq {","        if let Some(segment_first_seq) = segment_first_seq {")]),
 ]
 for name, desc, subs in P:
     scratch=tempfile.mkdtemp(prefix='durlog-pitfall-')

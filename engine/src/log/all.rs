@@ -37,11 +37,11 @@ const RUN_BYTES_MAX: u64 = 1 << 20;
 /// Consecutive records of one segment, to read with one call.
 pub(crate) struct Run {
     /// The segment's number and first seq (its name).
-    segment: u32,
-    segment_first_seq: u64,
+    pub(crate) segment: u32,
+    pub(crate) segment_first_seq: u64,
     /// The seq of the first record, and each record's byte range.
-    first: u64,
-    ranges: Vec<(u64, u64)>,
+    pub(crate) first: u64,
+    pub(crate) ranges: Vec<(u64, u64)>,
 }
 
 impl Committed {

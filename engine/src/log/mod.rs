@@ -61,7 +61,7 @@ pub use subscribe::Subscription;
 
 use commit::{Committed, GroupCommit, Member};
 use settings::Settings;
-use subscribe::Feed;
+use subscribe::{Feed, PublishedGroup};
 use writer::WriterSide;
 
 /// A crash-safe, append-only, segmented event log. `Send + Sync`.
@@ -246,8 +246,10 @@ impl Log {
         } = &mut *shared;
         commit.committing = false;
         let durable = result.is_ok();
+        let (segment, offset) = (group.segment, group.offset);
         let mut members = commit::publish(commit, state, stats, &self.settings, group, result);
         let published = state.last_seq;
+        let segment_first_seq = state.segments.get(segment as usize).map(|s| s.first_seq);
         // Wake outside the lock: the next leader, woken first, can form its
         // group while this thread is still waking the rest.
         let mut threads = commit.threads_to_wake();
@@ -255,8 +257,15 @@ impl Log {
         for thread in threads.drain(..) {
             thread.unpark();
         }
-        if durable {
-            self.feed.publish(published);
+        if durable && let Some(segment_first_seq) = segment_first_seq {
+            let first = published + 1 - members.len() as u64;
+            self.feed.publish(PublishedGroup {
+                seqs: first..published + 1,
+                segment,
+                segment_first_seq,
+                offset,
+                lengths: &mut members.iter().map(|member| member.pending.record_len()),
+            });
         }
         self.recycle_payloads(&mut members);
         let mut shared = lock(&self.shared);

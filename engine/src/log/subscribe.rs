@@ -11,17 +11,42 @@
 //! never published, so it is never delivered.
 
 use std::collections::VecDeque;
+use std::ops::Range;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::error::Error;
 
-use super::all::{Commit, OwnHandles, read_run};
+use super::all::{Commit, OwnHandles, Run, read_run};
 use super::settings::Settings;
 use super::{Log, Shared, lock};
 
 /// Records read ahead of the subscriber, at most (one run's worth).
 const AHEAD_MAX: u64 = 256;
+
+/// Positions of the most recent records the feed keeps, so that a live
+/// subscriber finds its next record without the writers' lock.
+const RECENT_MAX: usize = 4096;
+
+/// Where a published record lies.
+#[derive(Clone, Copy, Debug)]
+struct Position {
+    seq: u64,
+    segment: u32,
+    segment_first_seq: u64,
+    start: u64,
+    end: u64,
+}
+
+/// A published group, as the feed records it: its seqs, its segment, and
+/// its records' lengths from `offset` on.
+pub(crate) struct PublishedGroup<'a> {
+    pub(crate) seqs: Range<u64>,
+    pub(crate) segment: u32,
+    pub(crate) segment_first_seq: u64,
+    pub(crate) offset: u64,
+    pub(crate) lengths: &'a mut dyn Iterator<Item = u64>,
+}
 
 /// What writers tell subscribers: the last acknowledged seq, and whether
 /// the log is closed. Its lock is a leaf: taken with no other held.
@@ -35,6 +60,8 @@ struct FeedState {
     closed: bool,
     /// Subscribers asleep on `moved`: writers skip the wake-up if none.
     waiting: usize,
+    /// The latest records' positions, in seq order with no gap.
+    recent: VecDeque<Position>,
 }
 
 impl Feed {
@@ -44,20 +71,70 @@ impl Feed {
                 last_seq,
                 closed: false,
                 waiting: 0,
+                recent: VecDeque::with_capacity(RECENT_MAX),
             }),
             moved: Condvar::new(),
         }
     }
 
-    /// Records up to `last_seq` are durable and published. Leaders tell
-    /// the feed after they release the shared lock, so a later group's
-    /// leader may come first: the feed keeps the highest.
-    pub(crate) fn publish(&self, last_seq: u64) {
+    /// `group` is durable and published. Leaders tell the feed after
+    /// they release the shared lock, so a later group's leader may come
+    /// first: the feed keeps the highest seq, and keeps positions only
+    /// while they follow each other (a subscriber that finds none for its
+    /// next seq looks them up under the shared lock).
+    pub(crate) fn publish(&self, group: PublishedGroup<'_>) {
         let mut state = lock(&self.state);
-        state.last_seq = state.last_seq.max(last_seq);
+        state.last_seq = state.last_seq.max(group.seqs.end - 1);
+        let follows = state
+            .recent
+            .back()
+            .is_none_or(|back| back.seq + 1 == group.seqs.start);
+        if !follows {
+            state.recent.clear();
+        }
+        let mut start = group.offset;
+        for (seq, len) in group.seqs.zip(group.lengths) {
+            if state.recent.len() == RECENT_MAX {
+                state.recent.pop_front();
+            }
+            state.recent.push_back(Position {
+                seq,
+                segment: group.segment,
+                segment_first_seq: group.segment_first_seq,
+                start,
+                end: start + len,
+            });
+            start += len;
+        }
         if state.waiting > 0 {
             self.moved.notify_all();
         }
+    }
+
+    /// A run of published records from `from`, at most `count`, from the
+    /// recent positions, if they hold `from`.
+    fn recent_run(&self, from: u64, count: u64) -> Option<Run> {
+        let state = lock(&self.state);
+        let first = state.recent.front()?.seq;
+        let skip = usize::try_from(from.checked_sub(first)?).ok()?;
+        let head = *state.recent.get(skip)?;
+        let ranges = state
+            .recent
+            .range(skip..)
+            .take(count as usize)
+            .take_while(|position| {
+                position.segment == head.segment
+                    && position.seq <= state.last_seq
+                    && position.end - head.start <= 1 << 20
+            })
+            .map(|position| (position.start, position.end))
+            .collect();
+        Some(Run {
+            segment: head.segment,
+            segment_first_seq: head.segment_first_seq,
+            first: from,
+            ranges,
+        })
     }
 
     /// The log is gone: subscribers end once they have caught up.
@@ -165,10 +242,20 @@ impl Subscription {
     /// `ahead`, keeping those of matching streams.
     fn read_ahead(&mut self, published: u64) -> Result<(), Error> {
         let count = (published - self.next_seq + 1).min(AHEAD_MAX);
-        let runs = lock(&self.shared).state.runs(self.next_seq, count);
-        let Some(run) = runs.first() else {
-            return Ok(());
+        let recent = self.feed.recent_run(self.next_seq, count);
+        let run = match recent {
+            Some(run) if !run.ranges.is_empty() => run,
+            _ => match lock(&self.shared)
+                .state
+                .runs(self.next_seq, count)
+                .into_iter()
+                .next()
+            {
+                Some(run) => run,
+                None => return Ok(()),
+            },
         };
+        let run = &run;
         let file = self.handles.file(&self.settings, run)?;
         let (prefix, ahead, next_seq) = (&self.prefix, &mut self.ahead, &mut self.next_seq);
         read_run(
