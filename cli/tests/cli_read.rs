@@ -9,7 +9,8 @@ use std::path::Path;
 use std::process::Stdio;
 
 use common::{
-    Append, assert_one_line_error, exit_code, run, run_with_input, snapshot_tree, stdout, write_log,
+    Append, COMMAND_LIMIT, assert_one_line_error, exit_code, run, run_with_input, snapshot_tree,
+    stdout, wait_with_output_within, write_log,
 };
 use durlog::vfs::PosixVfs;
 use durlog::{Log, Options};
@@ -242,7 +243,7 @@ fn read_into_a_closed_pipe_stops_quietly() {
         .spawn()
         .expect("spawn durlog read");
     drop(child.stdout.take()); // the reader goes away, like `| head`
-    let output = child.wait_with_output().expect("wait");
+    let output = wait_with_output_within(child, "durlog read", COMMAND_LIMIT);
     assert_eq!(exit_code(&output), 0, "{}", common::stderr(&output));
     assert!(output.stderr.is_empty());
 }
@@ -266,7 +267,7 @@ fn append_that_cannot_print_its_version_fails_naming_it() {
         .expect("stdin")
         .write_all(b"one\ntwo\n")
         .expect("write stdin");
-    let output = child.wait_with_output().expect("wait");
+    let output = wait_with_output_within(child, "durlog append", COMMAND_LIMIT);
     assert_one_line_error(
         &output,
         1,

@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{durlog, exit_code, run, run_with_input, snapshot_tree, stdout};
+use common::{TEST_LIMIT, durlog, exit_code, run, run_with_input, snapshot_tree, stdout, within};
 
 #[test]
 fn tail_prints_every_event_in_commit_order_with_seq_and_stream() {
@@ -54,55 +54,61 @@ fn tail_prints_every_event_in_commit_order_with_seq_and_stream() {
 /// version in order, once, within a bounded time.
 #[test]
 fn tail_follow_shows_what_a_running_append_writes() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let log = dir.path().join("log");
-    let log_arg = log.to_str().expect("utf-8 path");
-    run_with_input(["append", log_arg, "s"], b"first\n");
-    let mut follower = durlog(["tail", log_arg, "--follow"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start tail --follow");
-    let mut writer = durlog(["append", log_arg, "s", "--segment-bytes", "300"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start append");
-    let mut writer_in = writer.stdin.take().expect("stdin");
-    let mut writer_out = BufReader::new(writer.stdout.take().expect("stdout"));
-    let mut lines = BufReader::new(follower.stdout.take().expect("stdout")).lines();
-    let first = lines.next().expect("a line").expect("utf-8");
-    assert!(first.starts_with("1\ts\t1\t"), "{first}");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    for i in 2..=20u64 {
-        writeln!(writer_in, "event {i}").expect("write to append");
-        writer_in.flush().expect("flush");
-        let mut version = String::new();
-        writer_out.read_line(&mut version).expect("a version");
-        assert_eq!(version.trim(), i.to_string(), "the writer's version");
-        let line = lines.next().expect("the follower goes on").expect("utf-8");
-        let fields: Vec<&str> = line.split('\t').collect();
-        assert_eq!(
-            (fields[0], fields[2], fields[5]),
-            (
-                i.to_string().as_str(),
-                i.to_string().as_str(),
-                format!("event {i}").as_str()
-            ),
-            "{line}"
-        );
-        assert!(Instant::now() < deadline, "the follower fell behind");
-    }
-    drop(writer_in);
-    assert!(writer.wait().expect("append ends").success());
-    follower.kill().expect("stop tail --follow");
-    let _ = follower.wait();
-    let segments = std::fs::read_dir(&log)
-        .expect("list")
-        .filter(|entry| {
-            let name = entry.as_ref().expect("entry").file_name();
-            name.to_string_lossy().ends_with(".log")
-        })
-        .count();
-    assert!(segments > 1, "the writer rolled segments while followed");
+    within(
+        "tail_follow_shows_what_a_running_append_writes",
+        TEST_LIMIT,
+        || {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let log = dir.path().join("log");
+            let log_arg = log.to_str().expect("utf-8 path");
+            run_with_input(["append", log_arg, "s"], b"first\n");
+            let mut follower = durlog(["tail", log_arg, "--follow"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start tail --follow");
+            let mut writer = durlog(["append", log_arg, "s", "--segment-bytes", "300"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("start append");
+            let mut writer_in = writer.stdin.take().expect("stdin");
+            let mut writer_out = BufReader::new(writer.stdout.take().expect("stdout"));
+            let mut lines = BufReader::new(follower.stdout.take().expect("stdout")).lines();
+            let first = lines.next().expect("a line").expect("utf-8");
+            assert!(first.starts_with("1\ts\t1\t"), "{first}");
+            let deadline = Instant::now() + Duration::from_secs(60);
+            for i in 2..=20u64 {
+                writeln!(writer_in, "event {i}").expect("write to append");
+                writer_in.flush().expect("flush");
+                let mut version = String::new();
+                writer_out.read_line(&mut version).expect("a version");
+                assert_eq!(version.trim(), i.to_string(), "the writer's version");
+                let line = lines.next().expect("the follower goes on").expect("utf-8");
+                let fields: Vec<&str> = line.split('\t').collect();
+                assert_eq!(
+                    (fields[0], fields[2], fields[5]),
+                    (
+                        i.to_string().as_str(),
+                        i.to_string().as_str(),
+                        format!("event {i}").as_str()
+                    ),
+                    "{line}"
+                );
+                assert!(Instant::now() < deadline, "the follower fell behind");
+            }
+            drop(writer_in);
+            assert!(writer.wait().expect("append ends").success());
+            follower.kill().expect("stop tail --follow");
+            let _ = follower.wait();
+            let segments = std::fs::read_dir(&log)
+                .expect("list")
+                .filter(|entry| {
+                    let name = entry.as_ref().expect("entry").file_name();
+                    name.to_string_lossy().ends_with(".log")
+                })
+                .count();
+            assert!(segments > 1, "the writer rolled segments while followed");
+        },
+    );
 }

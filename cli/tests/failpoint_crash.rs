@@ -20,7 +20,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use common::{exit_code, run, run_with_input, stdout};
+use common::{COMMAND_LIMIT, exit_code, run, run_with_input, stdout, wait_with_output_within};
 use durlog::vfs::PosixVfs;
 use durlog::{FAILPOINT_AFTER_WRITE, Failpoint, Log, Options};
 use durlog_cli::append::{self, AppendArgs};
@@ -99,10 +99,12 @@ fn crash_between_write_and_sync_keeps_every_acknowledged_version() {
         ])
         .env(CHILD_DIR_ENV, &dir)
         .env(CHILD_VERSIONS_ENV, &versions_path)
+        .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
-        .output()
+        .spawn()
         .expect("run the child");
+    let child = wait_with_output_within(child, "the failpoint child", COMMAND_LIMIT);
     assert_eq!(
         child.status.signal(),
         Some(SIGABRT),

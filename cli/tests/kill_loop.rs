@@ -33,7 +33,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use common::{DURLOG, exit_code, run};
+use common::{DURLOG, TEST_LIMIT, exit_code, run, within};
 use durlog::Log;
 use durlog::vfs::PosixVfs;
 use rand::{Rng, RngExt, SeedableRng};
@@ -56,6 +56,9 @@ const SIGKILL: i32 = 9;
 /// previous round, and the version count. Reading the whole history every
 /// round would make 1,000 rounds quadratic.
 const FULL_CHECK_EVERY_ROUNDS: u64 = 25;
+/// The time limit per round, for many rounds (at least [`TEST_LIMIT`] in
+/// all): a round takes 16 ms alone, 225 ms in a debug build on 2 busy cores.
+const ROUND_LIMIT: Duration = Duration::from_secs(2);
 
 /// Prints the seed if the test panics (the assertion messages carry it too).
 struct SeedReport(u64);
@@ -83,6 +86,17 @@ fn env_u64(name: &str) -> Option<u64> {
 fn acknowledged_versions_survive_sigkill_at_random_instants() {
     let seed = env_u64("DURLOG_KILL_SEED").unwrap_or_else(rand::random);
     let loops = env_u64("DURLOG_KILL_LOOPS").unwrap_or(LOOPS_DEFAULT);
+    let limit = TEST_LIMIT.max(ROUND_LIMIT * u32::try_from(loops).unwrap_or(u32::MAX));
+    within(
+        "acknowledged_versions_survive_sigkill_at_random_instants",
+        limit,
+        move || kill_loop(seed, loops),
+    );
+}
+
+/// The body of [`acknowledged_versions_survive_sigkill_at_random_instants`]:
+/// `loops` rounds from `seed`.
+fn kill_loop(seed: u64, loops: u64) {
     let _report = SeedReport(seed);
     eprintln!("kill loop: seed={seed} loops={loops}");
     let dir = tempfile::tempdir().expect("tempdir");

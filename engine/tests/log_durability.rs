@@ -6,7 +6,7 @@ mod common;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use common::{Backend, Op, clock, event};
+use common::{Backend, Op, TEST_LIMIT, clock, event, within};
 use durlog::vfs::{FaultConfig, FaultKind, SimVfs};
 use durlog::{Error, Expected, FAILPOINT_AFTER_WRITE, Log, Options, segment_name};
 
@@ -307,57 +307,59 @@ fn crash_at_the_failpoint_keeps_acked_and_whole_or_nothing() {
 /// none is lost or doubled, and group commit shares syncs.
 #[test]
 fn thirty_two_threads_on_one_stream() {
-    for backend in Backend::all() {
-        let log = Arc::new(backend.open(clock(0)).unwrap());
-        let per_thread = 20;
-        let wins: Vec<Vec<u64>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..32u8)
-                .map(|thread| {
-                    let log = Arc::clone(&log);
-                    scope.spawn(move || {
-                        let mut won = Vec::new();
-                        while won.len() < per_thread {
-                            let seen = log.version("s");
-                            let data = [thread, won.len() as u8];
-                            match log.append("s", Expected::Exact(seen), &[event("t", &data)]) {
-                                Ok(version) => {
-                                    assert_eq!(version, seen + 1);
-                                    won.push(version);
+    within("thirty_two_threads_on_one_stream", TEST_LIMIT, || {
+        for backend in Backend::all() {
+            let log = Arc::new(backend.open(clock(0)).unwrap());
+            let per_thread = 20;
+            let wins: Vec<Vec<u64>> = std::thread::scope(|scope| {
+                let handles: Vec<_> = (0..32u8)
+                    .map(|thread| {
+                        let log = Arc::clone(&log);
+                        scope.spawn(move || {
+                            let mut won = Vec::new();
+                            while won.len() < per_thread {
+                                let seen = log.version("s");
+                                let data = [thread, won.len() as u8];
+                                match log.append("s", Expected::Exact(seen), &[event("t", &data)]) {
+                                    Ok(version) => {
+                                        assert_eq!(version, seen + 1);
+                                        won.push(version);
+                                    }
+                                    Err(Error::VersionConflict { actual, .. }) => {
+                                        assert!(actual > seen)
+                                    }
+                                    Err(other) => panic!("{other}"),
                                 }
-                                Err(Error::VersionConflict { actual, .. }) => {
-                                    assert!(actual > seen)
-                                }
-                                Err(other) => panic!("{other}"),
                             }
-                        }
-                        won
+                            won
+                        })
                     })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|handle| handle.join().unwrap())
-                .collect()
-        });
-        let mut all: Vec<u64> = wins.iter().flatten().copied().collect();
-        all.sort_unstable();
-        assert_eq!(
-            all,
-            (1..=32 * per_thread as u64).collect::<Vec<_>>(),
-            "dense, none doubled"
-        );
-        let events = log.read("s", 1, usize::MAX).unwrap();
-        assert_eq!(events.len(), 32 * per_thread);
-        for (thread, won) in wins.iter().enumerate() {
-            for (n, version) in won.iter().enumerate() {
-                assert_eq!(
-                    events[*version as usize - 1].data,
-                    vec![thread as u8, n as u8]
-                );
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|handle| handle.join().unwrap())
+                    .collect()
+            });
+            let mut all: Vec<u64> = wins.iter().flatten().copied().collect();
+            all.sort_unstable();
+            assert_eq!(
+                all,
+                (1..=32 * per_thread as u64).collect::<Vec<_>>(),
+                "dense, none doubled"
+            );
+            let events = log.read("s", 1, usize::MAX).unwrap();
+            assert_eq!(events.len(), 32 * per_thread);
+            for (thread, won) in wins.iter().enumerate() {
+                for (n, version) in won.iter().enumerate() {
+                    assert_eq!(
+                        events[*version as usize - 1].data,
+                        vec![thread as u8, n as u8]
+                    );
+                }
             }
+            assert_eq!(log.stats().appends, 32 * per_thread as u64);
         }
-        assert_eq!(log.stats().appends, 32 * per_thread as u64);
-    }
+    });
 }
 
 /// 32 threads append to one stream with `Any`: every returned version is
@@ -365,93 +367,105 @@ fn thirty_two_threads_on_one_stream() {
 /// shares syncs.
 #[test]
 fn thirty_two_threads_on_one_stream_share_syncs() {
-    for backend in Backend::all() {
-        let log = Arc::new(backend.open(clock(0)).unwrap());
-        let per_thread = 25;
-        let versions: Vec<Vec<u64>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..32u8)
-                .map(|thread| {
-                    let log = Arc::clone(&log);
-                    scope.spawn(move || {
-                        (0..per_thread)
-                            .map(|n| {
-                                log.append("s", Expected::Any, &[event("t", &[thread, n])])
-                                    .unwrap()
+    within(
+        "thirty_two_threads_on_one_stream_share_syncs",
+        TEST_LIMIT,
+        || {
+            for backend in Backend::all() {
+                let log = Arc::new(backend.open(clock(0)).unwrap());
+                let per_thread = 25;
+                let versions: Vec<Vec<u64>> = std::thread::scope(|scope| {
+                    let handles: Vec<_> = (0..32u8)
+                        .map(|thread| {
+                            let log = Arc::clone(&log);
+                            scope.spawn(move || {
+                                (0..per_thread)
+                                    .map(|n| {
+                                        log.append("s", Expected::Any, &[event("t", &[thread, n])])
+                                            .unwrap()
+                                    })
+                                    .collect()
                             })
-                            .collect()
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|handle| handle.join().unwrap())
-                .collect()
-        });
-        let mut all: Vec<u64> = versions.iter().flatten().copied().collect();
-        all.sort_unstable();
-        assert_eq!(all, (1..=32 * u64::from(per_thread)).collect::<Vec<_>>());
-        let events = log.read("s", 1, usize::MAX).unwrap();
-        for (thread, mine) in versions.iter().enumerate() {
-            assert!(
-                mine.windows(2).all(|pair| pair[0] < pair[1]),
-                "one thread's appends stay in order"
-            );
-            for (n, version) in mine.iter().enumerate() {
-                assert_eq!(
-                    events[*version as usize - 1].data,
-                    vec![thread as u8, n as u8]
-                );
+                        })
+                        .collect();
+                    handles
+                        .into_iter()
+                        .map(|handle| handle.join().unwrap())
+                        .collect()
+                });
+                let mut all: Vec<u64> = versions.iter().flatten().copied().collect();
+                all.sort_unstable();
+                assert_eq!(all, (1..=32 * u64::from(per_thread)).collect::<Vec<_>>());
+                let events = log.read("s", 1, usize::MAX).unwrap();
+                for (thread, mine) in versions.iter().enumerate() {
+                    assert!(
+                        mine.windows(2).all(|pair| pair[0] < pair[1]),
+                        "one thread's appends stay in order"
+                    );
+                    for (n, version) in mine.iter().enumerate() {
+                        assert_eq!(
+                            events[*version as usize - 1].data,
+                            vec![thread as u8, n as u8]
+                        );
+                    }
+                }
+                let stats = log.stats();
+                if backend.name() == "posix" {
+                    assert!(
+                        stats.groups < stats.appends,
+                        "group commit shares syncs: {stats:?}"
+                    );
+                }
             }
-        }
-        let stats = log.stats();
-        if backend.name() == "posix" {
-            assert!(
-                stats.groups < stats.appends,
-                "group commit shares syncs: {stats:?}"
-            );
-        }
-    }
+        },
+    );
 }
 
 #[test]
 fn thirty_two_threads_on_distinct_streams() {
-    let backend = Backend::posix();
-    let log = Arc::new(backend.open(clock(0)).unwrap());
-    std::thread::scope(|scope| {
-        for thread in 0..32 {
-            let log = Arc::clone(&log);
-            scope.spawn(move || {
-                let stream = format!("stream-{thread:02}");
-                for n in 0..30u64 {
-                    assert_eq!(
-                        log.append(&stream, Expected::Exact(n), &[event("t", &n.to_le_bytes())])
+    within("thirty_two_threads_on_distinct_streams", TEST_LIMIT, || {
+        let backend = Backend::posix();
+        let log = Arc::new(backend.open(clock(0)).unwrap());
+        std::thread::scope(|scope| {
+            for thread in 0..32 {
+                let log = Arc::clone(&log);
+                scope.spawn(move || {
+                    let stream = format!("stream-{thread:02}");
+                    for n in 0..30u64 {
+                        assert_eq!(
+                            log.append(
+                                &stream,
+                                Expected::Exact(n),
+                                &[event("t", &n.to_le_bytes())]
+                            )
                             .unwrap(),
-                        n + 1
-                    );
-                }
-            });
+                            n + 1
+                        );
+                    }
+                });
+            }
+        });
+        let stats = log.stats();
+        assert_eq!(stats.appends, 32 * 30);
+        assert!(
+            stats.groups < stats.appends / 2,
+            "group commit: {} groups for {} appends",
+            stats.groups,
+            stats.appends
+        );
+        assert!(stats.appends_per_group.max() > 1);
+        drop(Arc::try_unwrap(log).ok().unwrap());
+        let log = backend.open(clock(0)).unwrap();
+        assert_eq!(log.last_seq(), 32 * 30);
+        for thread in 0..32 {
+            let events = log.read(&format!("stream-{thread:02}"), 1, 100).unwrap();
+            let data: Vec<_> = events
+                .iter()
+                .map(|e| u64::from_le_bytes(e.data[..].try_into().unwrap()))
+                .collect();
+            assert_eq!(data, (0..30).collect::<Vec<_>>());
         }
     });
-    let stats = log.stats();
-    assert_eq!(stats.appends, 32 * 30);
-    assert!(
-        stats.groups < stats.appends / 2,
-        "group commit: {} groups for {} appends",
-        stats.groups,
-        stats.appends
-    );
-    assert!(stats.appends_per_group.max() > 1);
-    drop(Arc::try_unwrap(log).ok().unwrap());
-    let log = backend.open(clock(0)).unwrap();
-    assert_eq!(log.last_seq(), 32 * 30);
-    for thread in 0..32 {
-        let events = log.read(&format!("stream-{thread:02}"), 1, 100).unwrap();
-        let data: Vec<_> = events
-            .iter()
-            .map(|e| u64::from_le_bytes(e.data[..].try_into().unwrap()))
-            .collect();
-        assert_eq!(data, (0..30).collect::<Vec<_>>());
-    }
 }
 
 #[test]

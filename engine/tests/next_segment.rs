@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{Op, Recorder, clock, event};
+use common::{Op, Recorder, TEST_LIMIT, clock, event, within};
 use durlog::format::NEXT_SEGMENT_NAME;
 use durlog::vfs::{FaultConfig, FaultKind, SimVfs, TraceKind, Vfs};
 use durlog::{Expected, Log, NextSegment, Options, Tuning, recovery};
@@ -301,44 +301,50 @@ fn a_crash_anywhere_in_a_prepared_roll_keeps_every_acknowledged_append() {
 /// uses it.
 #[test]
 fn a_background_thread_prepares_on_a_real_disk() {
-    let root = tempfile::tempdir().unwrap();
-    let dir = root.path().join("log");
-    let log = Log::open(
-        &dir,
-        Options {
-            segment_bytes: 128 << 10,
-            ..clock(1)
+    within(
+        "a_background_thread_prepares_on_a_real_disk",
+        TEST_LIMIT,
+        || {
+            let root = tempfile::tempdir().unwrap();
+            let dir = root.path().join("log");
+            let log = Log::open(
+                &dir,
+                Options {
+                    segment_bytes: 128 << 10,
+                    ..clock(1)
+                },
+            )
+            .unwrap();
+            let data = vec![3; 4000];
+            let mut version = 0;
+            while log.size() < 64 << 10 {
+                version = log
+                    .append("s", Expected::Exact(version), &[event("t", &data)])
+                    .unwrap();
+            }
+            version = log
+                .append("s", Expected::Exact(version), &[event("t", &data)])
+                .unwrap();
+            // The thread runs on its own time: wait for its file, boundedly.
+            let next = dir.join(NEXT_SEGMENT_NAME);
+            let mut waited = 0;
+            while !(next.exists() && std::fs::metadata(&next).unwrap().len() > 0) {
+                assert!(waited < 1000, "no next segment after 10 s");
+                std::thread::sleep(Duration::from_millis(10));
+                waited += 1;
+            }
+            while log.stats().segments_created < 2 {
+                version = log
+                    .append("s", Expected::Exact(version), &[event("t", &data)])
+                    .unwrap();
+            }
+            assert_eq!(log.stats().segments_prepared, 1);
+            log.close().unwrap();
+            let log = Log::open(&dir, Options::default()).unwrap();
+            assert_eq!(log.read("s", 1, 1000).unwrap().len() as u64, version);
+            assert!(!next.exists());
         },
-    )
-    .unwrap();
-    let data = vec![3; 4000];
-    let mut version = 0;
-    while log.size() < 64 << 10 {
-        version = log
-            .append("s", Expected::Exact(version), &[event("t", &data)])
-            .unwrap();
-    }
-    version = log
-        .append("s", Expected::Exact(version), &[event("t", &data)])
-        .unwrap();
-    // The thread runs on its own time: wait for its file, boundedly.
-    let next = dir.join(NEXT_SEGMENT_NAME);
-    let mut waited = 0;
-    while !(next.exists() && std::fs::metadata(&next).unwrap().len() > 0) {
-        assert!(waited < 1000, "no next segment after 10 s");
-        std::thread::sleep(Duration::from_millis(10));
-        waited += 1;
-    }
-    while log.stats().segments_created < 2 {
-        version = log
-            .append("s", Expected::Exact(version), &[event("t", &data)])
-            .unwrap();
-    }
-    assert_eq!(log.stats().segments_prepared, 1);
-    log.close().unwrap();
-    let log = Log::open(&dir, Options::default()).unwrap();
-    assert_eq!(log.read("s", 1, 1000).unwrap().len() as u64, version);
-    assert!(!next.exists());
+    );
 }
 
 /// A Vfs whose writes to the next segment's file wait at a gate.
@@ -420,57 +426,64 @@ impl durlog::vfs::VfsFile for GatedFile {
 /// holds.
 #[test]
 fn a_roll_waits_for_a_preparation_under_way() {
-    let gate = std::sync::Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
-    let vfs = SimVfs::new(4);
-    let gated = Gated {
-        inner: vfs.clone(),
-        gate: std::sync::Arc::clone(&gate),
-    };
-    let log = std::sync::Arc::new(
-        Log::open_tuned(
-            gated,
-            DIR,
-            options(4096, 0),
-            Tuning {
-                next_segment: NextSegment::Background,
-                ..tuning(1024)
-            },
-        )
-        .unwrap(),
+    within(
+        "a_roll_waits_for_a_preparation_under_way",
+        TEST_LIMIT,
+        || {
+            let gate =
+                std::sync::Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+            let vfs = SimVfs::new(4);
+            let gated = Gated {
+                inner: vfs.clone(),
+                gate: std::sync::Arc::clone(&gate),
+            };
+            let log = std::sync::Arc::new(
+                Log::open_tuned(
+                    gated,
+                    DIR,
+                    options(4096, 0),
+                    Tuning {
+                        next_segment: NextSegment::Background,
+                        ..tuning(1024)
+                    },
+                )
+                .unwrap(),
+            );
+            let mut version = 0;
+            while log.size() + 146 <= 4096 {
+                version = log
+                    .append("s", Expected::Exact(version), &[event("t", &[9; 100])])
+                    .unwrap();
+            }
+            // Once its file exists the thread is held at the gate, mid-preparation.
+            let mut waited = 0;
+            while vfs.file_contents(&next_path()).is_none() {
+                assert!(waited < 1000, "no preparation started after 10 s");
+                std::thread::sleep(Duration::from_millis(10));
+                waited += 1;
+            }
+            // This append must roll.
+            let rolling = {
+                let log = std::sync::Arc::clone(&log);
+                std::thread::spawn(move || {
+                    log.append("s", Expected::Exact(version), &[event("t", &[5; 100])])
+                })
+            };
+            std::thread::sleep(Duration::from_millis(100));
+            let went_ahead = rolling.is_finished();
+            // Open the gate before any assertion: dropping the log joins the thread.
+            let (open, opened) = &*gate;
+            *open.lock().unwrap() = true;
+            opened.notify_all();
+            assert!(
+                !went_ahead,
+                "the roll went ahead while the next segment was being prepared"
+            );
+            assert_eq!(rolling.join().unwrap().unwrap(), version + 1);
+            assert_eq!(log.stats().segments_prepared, 1);
+            assert_eq!(segments(&vfs).len(), 2);
+        },
     );
-    let mut version = 0;
-    while log.size() + 146 <= 4096 {
-        version = log
-            .append("s", Expected::Exact(version), &[event("t", &[9; 100])])
-            .unwrap();
-    }
-    // Once its file exists the thread is held at the gate, mid-preparation.
-    let mut waited = 0;
-    while vfs.file_contents(&next_path()).is_none() {
-        assert!(waited < 1000, "no preparation started after 10 s");
-        std::thread::sleep(Duration::from_millis(10));
-        waited += 1;
-    }
-    // This append must roll.
-    let rolling = {
-        let log = std::sync::Arc::clone(&log);
-        std::thread::spawn(move || {
-            log.append("s", Expected::Exact(version), &[event("t", &[5; 100])])
-        })
-    };
-    std::thread::sleep(Duration::from_millis(100));
-    let went_ahead = rolling.is_finished();
-    // Open the gate before any assertion: dropping the log joins the thread.
-    let (open, opened) = &*gate;
-    *open.lock().unwrap() = true;
-    opened.notify_all();
-    assert!(
-        !went_ahead,
-        "the roll went ahead while the next segment was being prepared"
-    );
-    assert_eq!(rolling.join().unwrap().unwrap(), version + 1);
-    assert_eq!(log.stats().segments_prepared, 1);
-    assert_eq!(segments(&vfs).len(), 2);
 }
 
 /// A Vfs written before `rename` and `lock_file` existed: the trait's
@@ -561,10 +574,27 @@ fn kill_event_data(version: u64) -> Vec<u8> {
 /// points (the processes' timing differs from run to run).
 #[test]
 fn killed_while_preparing_keeps_every_printed_version() {
-    use std::io::BufRead as _;
+    // The child runs this very test, and never returns: it stays outside
+    // the time limit (its parent kills it).
     if let Some(dir) = std::env::var_os("DURLOG_PREPARE_CHILD_DIR") {
         kill_child(Path::new(&dir));
     }
+    let rounds: u64 = std::env::var("DURLOG_PREPARE_KILLS")
+        .map(|text| text.parse().expect("a number"))
+        .unwrap_or(20);
+    // A round takes under 10 ms here: allow a second each.
+    let limit = TEST_LIMIT.max(Duration::from_secs(rounds));
+    within(
+        "killed_while_preparing_keeps_every_printed_version",
+        limit,
+        move || killed_while_preparing(rounds),
+    );
+}
+
+/// The parent side of [`killed_while_preparing_keeps_every_printed_version`]:
+/// `rounds` children, each killed.
+fn killed_while_preparing(rounds: u64) {
+    use std::io::BufRead as _;
     let seed = std::env::var("DURLOG_PREPARE_KILL_SEED")
         .map(|text| text.parse().expect("a number"))
         .unwrap_or_else(|_| {
@@ -573,9 +603,6 @@ fn killed_while_preparing_keeps_every_printed_version() {
                 .unwrap()
                 .as_nanos() as u64
         });
-    let rounds: u64 = std::env::var("DURLOG_PREPARE_KILLS")
-        .map(|text| text.parse().expect("a number"))
-        .unwrap_or(20);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("log");

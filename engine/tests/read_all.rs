@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Backend, clock, event};
+use common::{Backend, TEST_LIMIT, clock, event, within};
 use durlog::vfs::{FaultConfig, FaultKind, SimVfs};
 use durlog::{Commit, Error, Event, Expected, Log, Options, Subscription};
 use rand::{RngExt, SeedableRng};
@@ -250,47 +250,53 @@ fn a_subscription_catches_up_then_follows_with_no_gap_and_no_repeat() {
 /// every subscriber sees every acknowledged record once, in seq order.
 #[test]
 fn live_subscribers_see_every_record_of_concurrent_writers() {
-    let backend = Backend::sim(12);
-    let log = backend
-        .open(Options {
-            segment_bytes: 4096,
-            ..clock(7)
-        })
-        .unwrap();
-    let subscribers: Vec<_> = (0..3)
-        .map(|i| {
-            let subscription = log.subscribe(1 + i);
-            std::thread::spawn(move || {
-                subscription
-                    .map(|item| item.expect("no error").seq)
-                    .collect::<Vec<u64>>()
-            })
-        })
-        .collect();
-    std::thread::scope(|scope| {
-        for writer in 0..4 {
-            let log = &log;
-            scope.spawn(move || {
-                for i in 0..50 {
-                    log.append(
-                        &format!("w{writer}"),
-                        Expected::Any,
-                        &[event("t", format!("{i}").as_bytes())],
-                    )
-                    .unwrap();
+    within(
+        "live_subscribers_see_every_record_of_concurrent_writers",
+        TEST_LIMIT,
+        || {
+            let backend = Backend::sim(12);
+            let log = backend
+                .open(Options {
+                    segment_bytes: 4096,
+                    ..clock(7)
+                })
+                .unwrap();
+            let subscribers: Vec<_> = (0..3)
+                .map(|i| {
+                    let subscription = log.subscribe(1 + i);
+                    std::thread::spawn(move || {
+                        subscription
+                            .map(|item| item.expect("no error").seq)
+                            .collect::<Vec<u64>>()
+                    })
+                })
+                .collect();
+            std::thread::scope(|scope| {
+                for writer in 0..4 {
+                    let log = &log;
+                    scope.spawn(move || {
+                        for i in 0..50 {
+                            log.append(
+                                &format!("w{writer}"),
+                                Expected::Any,
+                                &[event("t", format!("{i}").as_bytes())],
+                            )
+                            .unwrap();
+                        }
+                    });
                 }
             });
-        }
-    });
-    drop(log);
-    for (i, subscriber) in subscribers.into_iter().enumerate() {
-        let seqs = subscriber.join().unwrap();
-        assert_eq!(
-            seqs,
-            (1 + i as u64..=200).collect::<Vec<_>>(),
-            "subscriber {i}"
-        );
-    }
+            drop(log);
+            for (i, subscriber) in subscribers.into_iter().enumerate() {
+                let seqs = subscriber.join().unwrap();
+                assert_eq!(
+                    seqs,
+                    (1 + i as u64..=200).collect::<Vec<_>>(),
+                    "subscriber {i}"
+                );
+            }
+        },
+    );
 }
 
 /// A record is delivered only once durable: with the sync failing, the

@@ -9,11 +9,14 @@
 #![allow(dead_code)] // each test binary uses its own subset
 
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
 
 use durlog::vfs::PosixVfs;
 use durlog::{Clock, Event, Expected, Log, Options};
@@ -32,22 +35,137 @@ where
     command
 }
 
-/// Runs `durlog args` with `stdin` as its input and returns what it did.
+/// How long one `durlog` command may run before the test kills it and
+/// fails. Each command of these tests takes milliseconds (the slowest,
+/// `append` of a few lines, under 20 ms); a minute leaves room for a
+/// loaded machine and still ends a hang well before anyone gives up.
+pub const COMMAND_LIMIT: Duration = Duration::from_secs(60);
+
+/// How long a test that runs threads or processes of its own may take (see
+/// [`within`]). The slowest of them with default settings, the busy writer
+/// of `cli_lock` and the kill loop, take 0.5 to 3 s; a minute leaves room
+/// for a loaded machine.
+pub const TEST_LIMIT: Duration = Duration::from_secs(60);
+
+/// Runs `durlog args` with `stdin` as its input and returns what it did;
+/// fails the test if it runs longer than [`COMMAND_LIMIT`].
 pub fn run_with_input<I, S>(args: I, stdin: &[u8]) -> Output
 where
     I: IntoIterator<Item = S>,
     S: AsRef<std::ffi::OsStr>,
 {
-    let mut child = durlog(args)
+    run_with_input_within(args, stdin, COMMAND_LIMIT)
+}
+
+/// [`run_with_input`] with a time limit of the caller's.
+pub fn run_with_input_within<I, S>(args: I, stdin: &[u8], limit: Duration) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let mut command = durlog(args);
+    let what = format!("{command:?}");
+    let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn durlog");
     let mut input = child.stdin.take().expect("stdin is piped");
-    input.write_all(stdin).expect("write durlog's stdin");
-    drop(input);
-    child.wait_with_output().expect("wait for durlog")
+    let stdin = stdin.to_vec();
+    // On a thread, so a child that never reads cannot hold the test past
+    // its limit. A child may also exit before it reads (an error at open):
+    // the write then fails, which is no failure of the test; what the child
+    // printed and its exit code say what happened.
+    let writer = thread::spawn(move || {
+        let _ = input.write_all(&stdin);
+    });
+    let output = wait_with_output_within(child, &what, limit);
+    writer.join().expect("the thread writing durlog's stdin");
+    output
+}
+
+/// Reads all of `pipe` on a thread of its own.
+fn read_on_thread(mut pipe: impl Read + Send + 'static) -> JoinHandle<Vec<u8>> {
+    thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = pipe.read_to_end(&mut bytes);
+        bytes
+    })
+}
+
+/// `Child::wait_with_output`, for at most `limit`: a child still running
+/// then is killed (SIGKILL) and the test fails naming `what`.
+/// `wait_with_output` has no limit, and `cargo test` none per test, so a
+/// hung child would hang the whole run without a name.
+pub fn wait_with_output_within(mut child: Child, what: &str, limit: Duration) -> Output {
+    drop(child.stdin.take());
+    let stdout = child.stdout.take().map(read_on_thread);
+    let stderr = child.stderr.take().map(read_on_thread);
+    let status = wait_within(&mut child, what, limit);
+    let collect = |reader: Option<JoinHandle<Vec<u8>>>| {
+        reader.map_or_else(Vec::new, |reader| {
+            reader.join().expect("the thread reading a pipe")
+        })
+    };
+    Output {
+        status,
+        stdout: collect(stdout),
+        stderr: collect(stderr),
+    }
+}
+
+/// `Child::wait`, for at most `limit`: a child still running then is
+/// killed (SIGKILL) and the test fails naming `what`.
+pub fn wait_within(child: &mut Child, what: &str, limit: Duration) -> ExitStatus {
+    let started = Instant::now();
+    // Polled: std has no wait with a timeout. Short pauses first, as most
+    // commands end within milliseconds.
+    let mut pause = Duration::from_millis(1);
+    loop {
+        if let Some(status) = child.try_wait().expect("poll a child process") {
+            return status;
+        }
+        if started.elapsed() >= limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} was still running after {limit:?}: killed it (hung?)");
+        }
+        thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(20));
+    }
+}
+
+/// Runs `body` on a thread of its own and returns what it returns, or
+/// fails the test, naming `name` and `limit`, if it has not finished within
+/// `limit`. `cargo test` has no time limit per test: a test whose threads
+/// or processes hang would hang the run, and no line would say which test
+/// it was. On a timeout the hung thread is left behind; the harness ends
+/// the process once every test has finished. A panic in `body` is the
+/// test's own and goes on unchanged.
+pub fn within<T: Send + 'static>(
+    name: &str,
+    limit: Duration,
+    body: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (finished, finished_in_time) = mpsc::channel();
+    let body = thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(move || {
+            let result = body();
+            let _ = finished.send(());
+            result
+        })
+        .expect("spawn the test's thread");
+    match finished_in_time.recv_timeout(limit) {
+        // Disconnected: the body panicked; join hands over its panic.
+        Ok(()) | Err(RecvTimeoutError::Disconnected) => body
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+        Err(RecvTimeoutError::Timeout) => panic!(
+            "test {name} did not finish within its limit of {limit:?}: a hang? (its thread is left running)"
+        ),
+    }
 }
 
 /// Runs `durlog args` with no input.

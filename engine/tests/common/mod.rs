@@ -1,12 +1,16 @@
 //! Shared helpers for the engine's tests: one log directory on either
-//! backend (a real temporary directory, or a simulated disk), and a Vfs
-//! wrapper that records every operation so tests can check their order.
+//! backend (a real temporary directory, or a simulated disk), a Vfs
+//! wrapper that records every operation so tests can check their order,
+//! and a time limit for the tests that run threads or processes.
 
 #![allow(dead_code)] // each test binary uses a different subset
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
 
 use durlog::vfs::{DirEntry, OpenMode, PosixVfs, SimVfs, Vfs, VfsFile};
 use durlog::{Error, Event, Log, Options};
@@ -157,6 +161,45 @@ pub fn clock(at: i64) -> Options {
     Options {
         now: Some(Arc::new(move || at)),
         ..Options::default()
+    }
+}
+
+/// How long a test that runs threads or processes may take (see
+/// [`within`]). The slowest of them, the 20 kills of
+/// `killed_while_preparing_keeps_every_printed_version`, take about 1 s,
+/// and the 32-thread tests 0.2 s; a minute leaves room for a loaded
+/// machine.
+pub const TEST_LIMIT: Duration = Duration::from_secs(60);
+
+/// Runs `body` on a thread of its own and returns what it returns, or
+/// fails the test, naming `name` and `limit`, if it has not finished within
+/// `limit`. `cargo test` has no time limit per test: a test whose threads
+/// deadlock would hang the run, and no line would say which test it was.
+/// On a timeout the hung thread is left behind; the harness ends the
+/// process once every test has finished. A panic in `body` is the test's
+/// own and goes on unchanged.
+pub fn within<T: Send + 'static>(
+    name: &str,
+    limit: Duration,
+    body: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (finished, finished_in_time) = mpsc::channel();
+    let body = thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(move || {
+            let result = body();
+            let _ = finished.send(());
+            result
+        })
+        .expect("spawn the test's thread");
+    match finished_in_time.recv_timeout(limit) {
+        // Disconnected: the body panicked; join hands over its panic.
+        Ok(()) | Err(RecvTimeoutError::Disconnected) => body
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+        Err(RecvTimeoutError::Timeout) => panic!(
+            "test {name} did not finish within its limit of {limit:?}: a hang? (its thread is left running)"
+        ),
     }
 }
 
