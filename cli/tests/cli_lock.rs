@@ -56,14 +56,21 @@ impl Writer {
             .expect("spawn durlog append");
         let stdout = child.stdout.take().expect("stdout is piped");
         let (sender, versions) = mpsc::channel();
-        // Ends at the end of the output, when the process has exited.
+        // Ends at the end of the output, when the process has exited. A
+        // line cut by a kill (no line feed) is no promise, and is dropped.
         thread::spawn(move || {
-            for line in BufReader::new(stdout).split(b'\n') {
-                let Ok(line) = line else { return };
-                let text = String::from_utf8(line).expect("a version is UTF-8");
-                let version = text
+            let mut stdout = BufReader::new(stdout);
+            let mut line = String::new();
+            loop {
+                line.clear();
+                match stdout.read_line(&mut line) {
+                    Ok(_) if line.ends_with('\n') => {}
+                    _ => return,
+                }
+                let version = line
+                    .trim_end()
                     .parse()
-                    .unwrap_or_else(|_| panic!("not a version: {text:?}"));
+                    .unwrap_or_else(|_| panic!("not a version: {line:?}"));
                 if sender.send(version).is_err() {
                     return;
                 }
