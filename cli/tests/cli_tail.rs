@@ -62,11 +62,13 @@ fn tail_follow_shows_what_a_running_append_writes() {
             let log = dir.path().join("log");
             let log_arg = log.to_str().expect("utf-8 path");
             run_with_input(["append", log_arg, "s"], b"first\n");
-            let mut follower = durlog(["tail", log_arg, "--follow"])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("start tail --follow");
+            let mut follower = KillOnDrop(
+                durlog(["tail", log_arg, "--follow"])
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .expect("start tail --follow"),
+            );
             let mut writer = durlog(["append", log_arg, "s", "--segment-bytes", "300"])
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
@@ -74,7 +76,7 @@ fn tail_follow_shows_what_a_running_append_writes() {
                 .expect("start append");
             let mut writer_in = writer.stdin.take().expect("stdin");
             let mut writer_out = BufReader::new(writer.stdout.take().expect("stdout"));
-            let mut lines = BufReader::new(follower.stdout.take().expect("stdout")).lines();
+            let mut lines = BufReader::new(follower.0.stdout.take().expect("stdout")).lines();
             let first = lines.next().expect("a line").expect("utf-8");
             assert!(first.starts_with("1\ts\t1\t"), "{first}");
             let deadline = Instant::now() + Duration::from_secs(60);
@@ -99,8 +101,7 @@ fn tail_follow_shows_what_a_running_append_writes() {
             }
             drop(writer_in);
             assert!(writer.wait().expect("append ends").success());
-            follower.kill().expect("stop tail --follow");
-            let _ = follower.wait();
+            drop(follower);
             let segments = std::fs::read_dir(&log)
                 .expect("list")
                 .filter(|entry| {
@@ -111,4 +112,15 @@ fn tail_follow_shows_what_a_running_append_writes() {
             assert!(segments > 1, "the writer rolled segments while followed");
         },
     );
+}
+
+/// A child process that is killed when the test lets go of it, also when
+/// the test fails first: a follower never outlives its test.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
