@@ -7,6 +7,7 @@ use crate::format::{Event, decode_batch, parse_record, segment_name};
 use crate::index::Location;
 use crate::segment::read_record_bytes;
 
+use super::commit::Committed;
 use super::{Log, lock};
 
 /// A record to read: where it is, its segment's first seq (its name), and
@@ -15,6 +16,17 @@ struct Place {
     location: Location,
     first_seq: u64,
     segment_len: u64,
+}
+
+impl Place {
+    fn of(state: &Committed, location: &Location) -> Place {
+        let segment = &state.segments[location.segment as usize];
+        Place {
+            location: *location,
+            first_seq: segment.first_seq,
+            segment_len: segment.len,
+        }
+    }
 }
 
 impl Log {
@@ -37,14 +49,7 @@ impl Log {
             let end = start.saturating_add(limit).min(index.records.len());
             index.records[start..end]
                 .iter()
-                .map(|location| {
-                    let segment = &state.segments[location.segment as usize];
-                    Place {
-                        location: *location,
-                        first_seq: segment.first_seq,
-                        segment_len: segment.len,
-                    }
-                })
+                .map(|location| Place::of(state, location))
                 .collect()
         };
         let mut events = Vec::new();
@@ -85,14 +90,7 @@ impl Log {
             let places: Vec<Place> = index.records[start..end]
                 .iter()
                 .rev()
-                .map(|location| {
-                    let segment = &state.segments[location.segment as usize];
-                    Place {
-                        location: *location,
-                        first_seq: segment.first_seq,
-                        segment_len: segment.len,
-                    }
-                })
+                .map(|location| Place::of(state, location))
                 .collect();
             (top, places)
         };
