@@ -110,6 +110,25 @@ pub enum Error {
         dir: PathBuf,
     },
 
+    /// A read of records that a purge removed (`Log::purge_before`, or
+    /// the retention), or a truncation back past them.
+    #[error("records before seq {first_seq} were purged: the log keeps seq {first_seq} and later")]
+    Purged {
+        /// The seq of the first record the log still keeps.
+        first_seq: u64,
+    },
+
+    /// A subscription delivered records after `seq` that a truncation
+    /// (`Log::truncate_after`) then removed: they are not the log's any
+    /// more. The subscription goes on from `seq + 1`.
+    #[error(
+        "records after seq {seq} that this subscription delivered were removed by a truncation; it goes on from seq {}", seq + 1
+    )]
+    Truncated {
+        /// The last seq the truncation kept.
+        seq: u64,
+    },
+
     /// An operating-system error (the message names the path).
     #[error("I/O error: {0}")]
     Io(#[from] io::Error),
@@ -172,6 +191,10 @@ impl Error {
             },
             Error::ReadOnly { dir } => Error::ReadOnly { dir: dir.clone() },
             Error::Locked { dir } => Error::Locked { dir: dir.clone() },
+            Error::Purged { first_seq } => Error::Purged {
+                first_seq: *first_seq,
+            },
+            Error::Truncated { seq } => Error::Truncated { seq: *seq },
             Error::Io(error) => Error::Io(io::Error::new(error.kind(), error.to_string())),
             Error::EmptyBatch { stream } => Error::EmptyBatch {
                 stream: stream.clone(),

@@ -12,11 +12,19 @@ use std::collections::BTreeMap;
 pub(crate) struct Location {
     /// Version of the record's first event.
     pub first_version: u64,
-    /// Position of the segment in the log's segment list.
+    /// The id of its segment (`SegmentMeta::id`).
     pub segment: u32,
     /// Byte offset of the record in that segment. Fits in 32 bits because
     /// records start below `segment_bytes`, which the log caps at 4 GiB.
     pub offset: u32,
+}
+
+impl Location {
+    /// Where it lies in the log: ids grow with seqs, so this orders
+    /// records as their seqs do.
+    fn place(&self) -> (u32, u32) {
+        (self.segment, self.offset)
+    }
 }
 
 /// The records of one stream, in version order.
@@ -58,6 +66,60 @@ impl Index {
         debug_assert_eq!(index.version + 1, location.first_version);
         index.version = location.first_version + u64::from(count) - 1;
         index.records.push(location);
+    }
+
+    /// Starts `stream` at `version` with no record: the versions a purge
+    /// removed still count (recovery, from the state file).
+    pub fn seed(&mut self, stream: &str, version: u64) {
+        let index = self.streams.entry(stream.to_owned()).or_default();
+        debug_assert!(index.records.is_empty() && version > 0);
+        index.version = version;
+    }
+
+    /// Each stream's version before the first record in segment `id` or
+    /// later: what a purge of the segments before `id` must keep. Streams
+    /// with no event there are left out.
+    pub fn versions_before_segment(&self, id: u32) -> std::collections::BTreeMap<String, u64> {
+        self.streams
+            .iter()
+            .filter_map(|(name, index)| {
+                let kept = index
+                    .records
+                    .partition_point(|location| location.segment < id);
+                let before = index
+                    .records
+                    .get(kept)
+                    .map_or(index.version, |location| location.first_version - 1);
+                (before > 0).then(|| (name.clone(), before))
+            })
+            .collect()
+    }
+
+    /// Forgets the records in segments before `id` (a purge removed
+    /// them); every stream keeps its version.
+    pub fn drop_segments_before(&mut self, id: u32) {
+        for index in self.streams.values_mut() {
+            let purged = index
+                .records
+                .partition_point(|location| location.segment < id);
+            index.records.drain(..purged);
+        }
+    }
+
+    /// Forgets the records at `(segment, offset)` or later (a truncation
+    /// removed them): each stream goes back to its version before the
+    /// first of them, and a stream left with no event at all goes.
+    pub fn truncate_from(&mut self, segment: u32, offset: u32) {
+        self.streams.retain(|_, index| {
+            let kept = index
+                .records
+                .partition_point(|location| location.place() < (segment, offset));
+            if let Some(first_removed) = index.records.get(kept) {
+                index.version = first_removed.first_version - 1;
+                index.records.truncate(kept);
+            }
+            index.version > 0
+        });
     }
 
     pub fn names_with_prefix(&self, prefix: &str) -> Vec<String> {

@@ -23,12 +23,13 @@ mod stats;
 pub use durlog_vfs as vfs;
 pub use error::{Error, Expected};
 pub use format::{
-    Batch, BatchError, Event, HEADER_SIZE, MAX_NAME_BYTES, MAX_PAYLOAD_BYTES, Record, RecordError,
-    append_record, crc32c, decode_batch, encode_batch, parse_record, segment_name,
+    Batch, BatchError, Event, HEADER_SIZE, LogState, MAX_NAME_BYTES, MAX_PAYLOAD_BYTES, Record,
+    RecordError, STATE_FILE_NAME, StateError, append_record, crc32c, decode_batch, encode_batch,
+    parse_record, segment_name,
 };
 pub use log::{
     Clock, Commit, DEFAULT_SEGMENT_BYTES, FAILPOINT_AFTER_WRITE, Failpoint, Log, NextSegment,
-    Options, SEGMENT_BYTES_MAX, Subscription, Ticket, Tuning,
+    Options, Retention, SEGMENT_BYTES_MAX, Subscription, Ticket, Tuning,
 };
 pub use recovery::{GROUP_BYTES_MAX, RecoveryReport, Refusal, Rule, Tail};
 pub use stats::{Histogram, Stats};

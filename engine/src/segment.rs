@@ -24,6 +24,10 @@ const OPEN_HANDLES_MAX: usize = 16;
 /// One segment file of the log.
 #[derive(Clone, Debug)]
 pub(crate) struct SegmentMeta {
+    /// Its number in the index, in groups and in handle caches: given in
+    /// creation order and never reused, not even after a truncation
+    /// removed the segment (a cached handle must never meet another file).
+    pub id: u32,
     /// Seq of its first record, which is also its name.
     pub first_seq: u64,
     pub path: PathBuf,
@@ -169,6 +173,16 @@ pub(crate) struct Handles {
 }
 
 impl Handles {
+    /// Drops the handles of segments a purge removed.
+    pub fn forget_before(&mut self, id: u32) {
+        self.open.retain(|&segment, _| segment >= id);
+    }
+
+    /// Drops the handles of segments a truncation removed.
+    pub fn forget_after(&mut self, id: u32) {
+        self.open.retain(|&segment, _| segment <= id);
+    }
+
     /// The handle of segment number `segment`, opening it if needed.
     pub fn get(
         &mut self,

@@ -114,6 +114,12 @@ pub struct Stats {
     pub segments_created: u64,
     /// Of those, segments that were prepared ahead and renamed at the roll.
     pub segments_prepared: u64,
+    /// Purges carried out (by `purge_before` or the retention).
+    pub purges: u64,
+    /// Segments they removed.
+    pub segments_purged: u64,
+    /// Truncations carried out.
+    pub truncations: u64,
     /// Nanoseconds per group-commit `fdatasync`.
     pub sync_latency_ns: Histogram,
     /// Appends acknowledged per group commit.

@@ -11,7 +11,7 @@ P=[
 ("02-length-not-checked","SPEC 7.2: trusting the length field without checking it against the bytes left",[
  ("engine/src/format/mod.rs","    if u64::from(header.len) > rest.len() as u64 {\n        return Err(RecordError::Short);\n    }\n","")]),
 ("03-torn-tail-not-truncated","SPEC 7.3: recovery skips a torn tail in memory without truncating the file",[
- ("engine/src/log/open.rs","                file.set_len(*offset)?;\n","")]),
+ ("engine/src/log/open.rs","                file.set_len(*offset)?;\n                report.bytes_truncated","                report.bytes_truncated")]),
 ("04-earlier-damage-as-torn-tail","SPEC 7.4: treating damage in an earlier segment as a torn tail",[
  ("engine/src/recovery/decide.rs","        if !is_last {\n            return Err(corrupt(","        if false && !is_last {\n            return Err(corrupt("),
  ("engine/src/recovery/mod.rs","        tail = segment_tail;\n","        tail = segment_tail;\n        if tail != Tail::Clean {\n            break;\n        }\n")]),
@@ -47,6 +47,18 @@ P=[
 ("18-deliver-cut-back","Subscriptions: a group that failed and was cut back published to readers",[
  ("engine/src/log/commit.rs","        Err(failure) => {\n            commit.poisoned |= failure.poisoned;","        Err(failure) => {\n            if (group.segment as usize) < state.segments.len() {\n                acknowledge(commit, state, stats, &group);\n            }\n            commit.poisoned |= failure.poisoned;"),
  ("engine/src/log/mod.rs","        if durable && let Some(segment_first_seq) = segment_first_seq {","        if let Some(segment_first_seq) = segment_first_seq {")]),
+("19-purge-deletes-before-the-marker","Retention: a purge removes its segments before the state file naming the new first seq is durable",[
+ ("engine/src/log/retention.rs","        self.write_state_or_poison(&plan.state)?;\n        // The state file disowns them: a crash from here leaves files\n        // that Open removes, in any order.\n        let removed = plan\n            .paths\n            .iter()\n            .try_for_each(|path| vfs.remove_file(path))\n            .and_then(|()| vfs.sync_dir(dir));\n        if let Err(error) = removed {\n            return Err(self.poison(error));\n        }\n","        let removed = plan\n            .paths\n            .iter()\n            .try_for_each(|path| vfs.remove_file(path))\n            .and_then(|()| vfs.sync_dir(dir));\n        if let Err(error) = removed {\n            return Err(self.poison(error));\n        }\n        self.write_state_or_poison(&plan.state)?;\n")]),
+("20-purge-newest-first","Retention (the issue's plant): a purge removes its segments newest first; harmless here, since the state file is durable before any removal",[
+ ("engine/src/log/retention.rs","            .paths\n            .iter()\n            .try_for_each","            .paths\n            .iter()\n            .rev()\n            .try_for_each")]),
+("21-no-dir-sync-after-purge","Retention (the issue's plant): no directory sync after a purge's removals; harmless here, since recovery removes what the state file disowns",[
+ ("engine/src/log/retention.rs","            .try_for_each(|path| vfs.remove_file(path))\n            .and_then(|()| vfs.sync_dir(dir));","            .try_for_each(|path| vfs.remove_file(path));\n        let _ = dir;")]),
+("22-state-rename-not-synced","Retention: the state file renamed into place without a directory sync, so a purge or a truncation is acknowledged before it is durable",[
+ ("engine/src/recovery/state.rs","    vfs.rename(&temp, &dir.join(STATE_FILE_NAME))\n        .and_then(|()| vfs.sync_dir(dir))\n","    vfs.rename(&temp, &dir.join(STATE_FILE_NAME))\n")]),
+("23-purged-version-rewound","Retention: recovery forgets the versions of purged events, so a purged stream starts again at version 1",[
+ ("engine/src/recovery/state.rs","    for (stream, version) in &state.purged_versions {\n        index.seed(stream, *version);\n    }\n","    let _ = state;\n")]),
+("24-truncation-marker-cleared-first","Truncation: the state file stops naming the truncation before its removals and its cut are durable",[
+ ("engine/src/log/retention.rs","        self.write_state_or_poison(&plan.under_way)?;\n        let (keep_path, keep_id)","        self.write_state_or_poison(&LogState {\n            truncate_after: None,\n            ..plan.under_way.clone()\n        })?;\n        let (keep_path, keep_id)")]),
 ]
 for name, desc, subs in P:
     scratch=tempfile.mkdtemp(prefix='durlog-pitfall-')

@@ -13,6 +13,7 @@ use std::fmt;
 
 mod batch;
 mod repair;
+mod state;
 
 pub use batch::{
     Batch, BatchError, BatchView, Event, batch_encoded_len, decode_batch, encode_batch,
@@ -20,6 +21,7 @@ pub use batch::{
 };
 pub(crate) use batch::{batch_stream, encode_batch_at, set_first_version};
 pub(crate) use repair::single_bit_repair;
+pub use state::{LogState, STATE_FILE_NAME, STATE_TEMP_NAME, StateError};
 
 /// Bytes in a record header: length (4), CRC (4), seq (8).
 pub const HEADER_SIZE: usize = 16;

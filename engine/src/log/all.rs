@@ -62,7 +62,7 @@ impl Committed {
         while seq <= last && position < self.segments.len() {
             let segment = &self.segments[position];
             let mut run = Run {
-                segment: position as u32,
+                segment: segment.id,
                 segment_first_seq: segment.first_seq,
                 first: seq,
                 ranges: Vec::new(),
@@ -92,21 +92,38 @@ impl Log {
     /// at most `limit` of them (0 returns none). Every record read is
     /// checked; damage is an error naming the file and offset, never wrong
     /// data.
+    /// `Err(Error::Purged)` if a purge removed the record at `from_seq`.
     pub fn read_all(&self, from_seq: u64, limit: usize) -> Result<Vec<Commit>, Error> {
-        let runs = lock(&self.shared).state.runs(from_seq, limit as u64);
-        let mut commits = Vec::new();
-        let mut buf = Vec::new();
-        for run in &runs {
-            let file = self.segment_file(run)?;
-            read_run(
-                &self.settings,
-                file.as_ref(),
-                run,
-                &mut buf,
-                &mut |commit| commits.push(commit),
-            )?;
+        loop {
+            let (changes, runs) = {
+                let shared = lock(&self.shared);
+                let state = &shared.state;
+                if from_seq.max(1) < state.first_seq && limit > 0 {
+                    return Err(Error::Purged {
+                        first_seq: state.first_seq,
+                    });
+                }
+                (state.changes, state.runs(from_seq, limit as u64))
+            };
+            let mut commits = Vec::new();
+            let mut buf = Vec::new();
+            let outcome = runs.iter().try_for_each(|run| {
+                let file = self.segment_file(run)?;
+                read_run(
+                    &self.settings,
+                    file.as_ref(),
+                    run,
+                    &mut buf,
+                    &mut |commit| commits.push(commit),
+                )
+            });
+            match outcome {
+                // A purge or a truncation explains a file gone or cut short.
+                Err(_) if lock(&self.shared).state.changes != changes => continue,
+                Err(error) => return Err(error),
+                Ok(()) => return Ok(commits),
+            }
         }
-        Ok(commits)
     }
 
     fn segment_file(&self, run: &Run) -> Result<Arc<dyn VfsFile>, Error> {

@@ -24,13 +24,43 @@ use super::settings::Settings;
 pub struct Ticket(u64);
 
 /// What every reader sees: the acknowledged records' index and segments.
-/// Moves only when a group is published after its sync.
+/// Moves only when a group is published after its sync (and when a purge
+/// or a truncation is durable).
 pub(crate) struct Committed {
     pub index: Index,
+    /// The log's segments, oldest first, their ids increasing.
     pub segments: Vec<SegmentMeta>,
+    /// The id the next segment created gets.
+    pub next_id: u32,
+    /// The seq of the first record kept (1 until a purge).
+    pub first_seq: u64,
+    /// Purges and truncations so far: a read that failed while one ran
+    /// looks again rather than report the file it lost as damage.
+    pub changes: u64,
     pub last_seq: u64,
     /// Bytes of acknowledged records in all segments.
     pub size: u64,
+}
+
+impl Committed {
+    /// The segment with id `id`, if the log still has it.
+    pub fn find_segment(&self, id: u32) -> Option<&SegmentMeta> {
+        let at = self.segments.partition_point(|segment| segment.id < id);
+        self.segments.get(at).filter(|segment| segment.id == id)
+    }
+
+    /// The segment with id `id`, which the index or a group names: the
+    /// log has it (a purge or a truncation drops its locations first).
+    pub fn segment(&self, id: u32) -> &SegmentMeta {
+        self.find_segment(id)
+            .expect("the log has every segment it names")
+    }
+
+    fn segment_mut(&mut self, id: u32) -> &mut SegmentMeta {
+        let at = self.segments.partition_point(|segment| segment.id < id);
+        debug_assert_eq!(self.segments[at].id, id, "the log has the group's segment");
+        &mut self.segments[at]
+    }
 }
 
 /// The queue and the outcomes of appends, and who waits for them.
@@ -42,6 +72,8 @@ pub(crate) struct GroupCommit {
     waiters: BTreeMap<Ticket, Thread>,
     /// Waiters whose outcome was published, to unpark.
     to_wake: Vec<Thread>,
+    /// Threads waiting to take the lead for a purge or a truncation.
+    claimers: Vec<Thread>,
     /// Emptied vectors kept for reuse, so that a steady append allocates
     /// nothing of its own: the threads to wake, and a group's members.
     spare_wake: Vec<Thread>,
@@ -176,13 +208,21 @@ impl GroupCommit {
         self.waiters.insert(ticket, thread);
     }
 
+    /// Parks `thread` until no group is in flight, to take the lead for
+    /// a purge or a truncation.
+    pub fn wait_to_claim(&mut self, thread: Thread) {
+        self.claimers.push(thread);
+    }
+
     pub fn stop_waiting(&mut self, ticket: Ticket) {
         self.waiters.remove(&ticket);
     }
 
     /// Every parked thread, to wake after a leader panicked.
     pub fn take_all_waiters(&mut self) -> Vec<Thread> {
-        std::mem::take(&mut self.waiters).into_values().collect()
+        let mut threads: Vec<Thread> = std::mem::take(&mut self.waiters).into_values().collect();
+        threads.append(&mut self.claimers);
+        threads
     }
 
     /// Fails every queued append: the log is poisoned.
@@ -223,6 +263,10 @@ impl GroupCommit {
                 .find_map(|pending| self.waiters.get(&pending.ticket))
         {
             threads.push(next.clone());
+        }
+        if !self.committing {
+            // A claimer that finds a new leader first waits again.
+            threads.append(&mut self.claimers);
         }
         threads.append(&mut self.to_wake);
         threads
@@ -266,7 +310,10 @@ pub(crate) fn form_group(
     let last_len = state.segments.last().map_or(0, |segment| segment.len);
     let mut group = Group {
         roll_to: None,
-        segment: state.segments.len().saturating_sub(1) as u32,
+        segment: state
+            .segments
+            .last()
+            .map_or(state.next_id, |segment| segment.id),
         offset: last_len,
         previous_len: last_len,
         sealed_bytes: state.size - last_len,
@@ -310,7 +357,7 @@ pub(crate) fn form_group(
                 break; // the next group starts with the roll
             }
             group.roll_to = Some(state.last_seq + 1);
-            group.segment = state.segments.len() as u32;
+            group.segment = state.next_id;
             group.offset = 0;
             group.sealed_bytes = state.size;
         }
@@ -348,12 +395,18 @@ pub(crate) fn publish(
     };
     if rolled {
         let first_seq = group.roll_to.expect("rolled implies a roll");
+        debug_assert_eq!(
+            group.segment, state.next_id,
+            "a roll writes to a new segment"
+        );
         state.segments.push(SegmentMeta {
+            id: state.next_id,
             first_seq,
             path: settings.segment_path(first_seq),
             len: 0,
             offsets: Vec::new(),
         });
+        state.next_id += 1;
         stats.segments_created += 1;
     }
     match result {
@@ -380,7 +433,7 @@ pub(crate) fn publish(
 /// Moves the committed state past a group that is durable, and gives each
 /// member its version.
 fn acknowledge(commit: &mut GroupCommit, state: &mut Committed, stats: &mut Stats, group: &Group) {
-    let segment = &mut state.segments[group.segment as usize];
+    let segment = state.segment_mut(group.segment);
     debug_assert_eq!(
         segment.len, group.offset,
         "the group starts at its segment's end"
@@ -399,9 +452,7 @@ fn acknowledge(commit: &mut GroupCommit, state: &mut Committed, stats: &mut Stat
             segment: group.segment,
             offset: offset32,
         };
-        state.segments[group.segment as usize]
-            .offsets
-            .push(offset32);
+        state.segment_mut(group.segment).offsets.push(offset32);
         state
             .index
             .push(member.pending.stream(), member.pending.count, location);

@@ -46,12 +46,14 @@ mod commit;
 mod open;
 mod preparer;
 mod read;
+mod retention;
 mod settings;
 mod subscribe;
 mod writer;
 
 pub use all::Commit;
 pub use commit::Ticket;
+pub use retention::Retention;
 pub use settings::{
     Clock, DEFAULT_SEGMENT_BYTES, FAILPOINT_AFTER_WRITE, Failpoint, NextSegment, Options,
     SEGMENT_BYTES_MAX, Tuning,
@@ -111,6 +113,8 @@ struct Shared {
     commit: GroupCommit,
     state: Committed,
     stats: Stats,
+    /// What the log keeps, applied at rolls.
+    retention: Retention,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -216,6 +220,7 @@ impl Log {
             commit,
             state,
             stats,
+            ..
         } = &mut *shared;
         let group = commit::form_group(commit, state, &self.settings);
         if group.members.is_empty() {
@@ -234,7 +239,11 @@ impl Log {
             armed: true,
         };
         let started = Instant::now();
-        let result = writer.write_group(&group);
+        let result = match group.roll_to {
+            Some(_) => self.retain(group.bytes),
+            None => Ok(()),
+        };
+        let result = result.and_then(|()| writer.write_group(&group));
         let result = result.map(|()| started.elapsed().as_nanos() as u64);
         reset.armed = false;
 
@@ -243,13 +252,14 @@ impl Log {
             commit,
             state,
             stats,
+            ..
         } = &mut *shared;
         commit.committing = false;
         let durable = result.is_ok();
         let (segment, offset) = (group.segment, group.offset);
         let mut members = commit::publish(commit, state, stats, &self.settings, group, result);
         let published = state.last_seq;
-        let segment_first_seq = state.segments.get(segment as usize).map(|s| s.first_seq);
+        let segment_first_seq = state.find_segment(segment).map(|s| s.first_seq);
         // Wake outside the lock: the next leader, woken first, can form its
         // group while this thread is still waking the rest.
         let mut threads = commit.threads_to_wake();

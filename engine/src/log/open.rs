@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 use durlog_vfs::{FileLock, OpenMode, PosixVfs, Vfs, VfsFile};
 
 use crate::error::Error;
-use crate::recovery::{self, RecoveryReport, Scanned, Tail};
+use crate::format::{LogState, STATE_TEMP_NAME};
+use crate::recovery::{self, RecoveryReport, Scanned, Tail, write_state};
 use crate::segment::Handles;
 use crate::stats::Stats;
 
@@ -17,7 +18,7 @@ use super::commit::{Committed, GroupCommit};
 use super::settings::{NextSegment, Options, Settings, Tuning};
 use super::subscribe::Feed;
 use super::writer::{Writer, WriterSide};
-use super::{Log, Shared};
+use super::{Log, Retention, Shared};
 
 impl Log {
     /// Opens (creating it if missing) the log in `dir` on the host's file
@@ -109,14 +110,17 @@ fn take_lock(settings: &Settings) -> Result<Option<Box<dyn FileLock>>, Error> {
 /// Makes durable what the scan found, before anything is built on it: the
 /// torn or zero tail cut, the active segment synced (a killed predecessor
 /// may have left records, or this cut, only in the page cache), a leftover
-/// prepared segment removed, and the directory synced. Returns the report
-/// with what was cut, and the active segment's handle.
+/// prepared segment removed, what a purge or a truncation under way had
+/// still to remove removed, and the directory synced; then a truncation's
+/// end recorded in the state file. Returns the report with what was cut,
+/// and the active segment's handle.
 fn make_durable(
     vfs: &dyn Vfs,
     dir: &Path,
     mut report: RecoveryReport,
     scanned: &Scanned,
 ) -> Result<(RecoveryReport, Option<Arc<dyn VfsFile>>), Error> {
+    let leftovers = &scanned.leftovers;
     let active = match scanned.segments.last() {
         None => None,
         Some(last) => {
@@ -130,6 +134,14 @@ fn make_durable(
                 file.set_len(*offset)?;
                 report.bytes_truncated = *bytes;
             }
+            if let Some((path, offset)) = &leftovers.cut {
+                debug_assert_eq!(
+                    path, &last.path,
+                    "a truncation ends in the last segment kept"
+                );
+                debug_assert_eq!(*offset, last.len, "the cut is at the last record kept");
+                file.set_len(*offset)?;
+            }
             warn_torn_tail(&report);
             file.sync_data()?;
             Some(file)
@@ -138,11 +150,24 @@ fn make_durable(
     // A next segment prepared by an earlier life goes: after a crash in
     // the middle of a roll it may even be a second name of the last
     // segment. The directory sync below makes the removal durable.
-    if let Some(path) = &scanned.next_segment {
+    let next_segment = scanned.next_segment.iter();
+    let temp = scanned.state_files.temp.then(|| dir.join(STATE_TEMP_NAME));
+    // Segments a purge or a truncation had still to remove: the state
+    // file already says they are not the log's.
+    let removed = leftovers.purged.iter().chain(&leftovers.truncated);
+    for path in next_segment.chain(temp.iter()).chain(removed) {
         vfs.remove_file(path)?;
     }
-    // Likewise a segment's directory entry.
     vfs.sync_dir(dir)?;
+    if scanned.state.truncate_after.is_some() {
+        // Only now that the removals and the cut are durable may the state
+        // file stop naming the truncation.
+        let finished = LogState {
+            truncate_after: None,
+            ..scanned.state.clone()
+        };
+        write_state(vfs, dir, &finished).map_err(|error| Error::Io(error.into_io()))?;
+    }
     log_opened(dir, &report);
     Ok((report, active))
 }
@@ -190,11 +215,14 @@ fn assemble(
 ) -> Log {
     let state = Committed {
         index: scanned.index,
+        next_id: scanned.segments.len() as u32,
         segments: scanned.segments,
+        first_seq: report.first_seq,
+        changes: 0,
         last_seq: report.last_seq,
         size: report.record_bytes,
     };
-    let feed = Arc::new(Feed::new(state.last_seq));
+    let feed = Arc::new(Feed::new(state.first_seq, state.last_seq));
     Log {
         settings,
         recovery: report,
@@ -206,6 +234,7 @@ fn assemble(
                 syncs,
                 ..Stats::default()
             },
+            retention: Retention::default(),
         })),
         writer,
         handles: Mutex::new(Handles::default()),

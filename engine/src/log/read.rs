@@ -4,7 +4,7 @@
 
 use crate::error::Error;
 use crate::format::{Event, decode_batch, parse_record, segment_name};
-use crate::index::Location;
+use crate::index::{Location, StreamIndex};
 use crate::segment::read_record_bytes;
 
 use super::commit::Committed;
@@ -20,7 +20,7 @@ struct Place {
 
 impl Place {
     fn of(state: &Committed, location: &Location) -> Place {
-        let segment = &state.segments[location.segment as usize];
+        let segment = state.segment(location.segment);
         Place {
             location: *location,
             first_seq: segment.first_seq,
@@ -35,76 +35,112 @@ impl Log {
     /// versions); damage is an error, never wrong data.
     pub fn read(&self, stream: &str, from: u64, limit: usize) -> Result<Vec<Event>, Error> {
         let from = from.max(1);
-        let places: Vec<Place> = {
-            let shared = lock(&self.shared);
-            let state = &shared.state;
-            let Some(index) = state.index.streams.get(stream) else {
-                return Ok(Vec::new());
-            };
-            if limit == 0 || from > index.version {
-                return Ok(Vec::new());
-            }
-            let start = index.record_holding(from);
-            // Each record holds at least one event.
-            let end = start.saturating_add(limit).min(index.records.len());
-            index.records[start..end]
-                .iter()
-                .map(|location| Place::of(state, location))
-                .collect()
-        };
-        let mut events = Vec::new();
-        let mut buf = Vec::new();
-        for place in places {
-            let batch = self.read_batch(stream, &place, &mut buf)?;
-            let wanted = batch.into_iter().filter(|event| event.version >= from);
-            events.extend(wanted.take(limit - events.len()));
-            if events.len() == limit {
-                break;
-            }
-        }
-        Ok(events)
+        self.read_places(
+            stream,
+            limit,
+            &mut |state| {
+                let Some(index) = state.index.streams.get(stream) else {
+                    return Ok(Vec::new());
+                };
+                if limit == 0 || from > index.version {
+                    return Ok(Vec::new());
+                }
+                check_kept(state, index, from)?;
+                let start = index.record_holding(from);
+                // Each record holds at least one event.
+                let end = start.saturating_add(limit).min(index.records.len());
+                Ok(index.records[start..end]
+                    .iter()
+                    .map(|location| Place::of(state, location))
+                    .collect())
+            },
+            &mut |events, batch| {
+                let wanted = batch.into_iter().filter(|event| event.version >= from);
+                events.extend(wanted.take(limit - events.len()));
+            },
+        )
     }
 
     /// Events of `stream` with version <= `from`, newest first, at most
     /// `limit`; a `from` at or past the stream's version (`u64::MAX`)
-    /// starts at its last event. Checked as [`Log::read`] checks.
+    /// starts at its last event. Checked as [`Log::read`] checks. Where a
+    /// purge removed the stream's older events, it returns those kept.
     pub fn read_backward(
         &self,
         stream: &str,
         from: u64,
         limit: usize,
     ) -> Result<Vec<Event>, Error> {
-        let (top, places) = {
-            let shared = lock(&self.shared);
-            let state = &shared.state;
-            let Some(index) = state.index.streams.get(stream) else {
-                return Ok(Vec::new());
+        // Set under the lock, used as the records come in.
+        let top = std::cell::Cell::new(0);
+        self.read_places(
+            stream,
+            limit,
+            &mut |state| {
+                let Some(index) = state.index.streams.get(stream) else {
+                    return Ok(Vec::new());
+                };
+                top.set(from.min(index.version));
+                if limit == 0 || top.get() == 0 {
+                    return Ok(Vec::new());
+                }
+                check_kept(state, index, top.get())?;
+                let end = index.record_holding(top.get()) + 1;
+                // Each record holds at least one event.
+                let start = end.saturating_sub(limit);
+                Ok(index.records[start..end]
+                    .iter()
+                    .rev()
+                    .map(|location| Place::of(state, location))
+                    .collect())
+            },
+            &mut |events, batch| {
+                let wanted = batch
+                    .into_iter()
+                    .rev()
+                    .filter(|event| event.version <= top.get());
+                events.extend(wanted.take(limit - events.len()));
+            },
+        )
+    }
+
+    /// Reads the records `places` finds (under the shared lock), handing
+    /// each one's events to `take` until `limit` events are taken. A read
+    /// that fails while a purge or a truncation changed the log looks
+    /// again: the file it lost was not damaged.
+    fn read_places(
+        &self,
+        stream: &str,
+        limit: usize,
+        places: &mut dyn FnMut(&Committed) -> Result<Vec<Place>, Error>,
+        take: &mut dyn FnMut(&mut Vec<Event>, Vec<Event>),
+    ) -> Result<Vec<Event>, Error> {
+        loop {
+            let (changes, places) = {
+                let shared = lock(&self.shared);
+                (shared.state.changes, places(&shared.state)?)
             };
-            let top = from.min(index.version);
-            if limit == 0 || top == 0 {
-                return Ok(Vec::new());
+            let mut events = Vec::new();
+            let mut buf = Vec::new();
+            let mut outcome = Ok(());
+            for place in places {
+                match self.read_batch(stream, &place, &mut buf) {
+                    Ok(batch) => take(&mut events, batch),
+                    Err(error) => {
+                        outcome = Err(error);
+                        break;
+                    }
+                }
+                if events.len() == limit {
+                    break;
+                }
             }
-            let end = index.record_holding(top) + 1;
-            // Each record holds at least one event.
-            let start = end.saturating_sub(limit);
-            let places: Vec<Place> = index.records[start..end]
-                .iter()
-                .rev()
-                .map(|location| Place::of(state, location))
-                .collect();
-            (top, places)
-        };
-        let mut events = Vec::new();
-        let mut buf = Vec::new();
-        for place in places {
-            let batch = self.read_batch(stream, &place, &mut buf)?;
-            let wanted = batch.into_iter().rev().filter(|event| event.version <= top);
-            events.extend(wanted.take(limit - events.len()));
-            if events.len() == limit {
-                break;
+            match outcome {
+                Err(_) if lock(&self.shared).state.changes != changes => continue,
+                Err(error) => return Err(error),
+                Ok(()) => return Ok(events),
             }
         }
-        Ok(events)
     }
 
     /// Reads and checks one record. A failed check is read once more, so a
@@ -141,6 +177,20 @@ impl Log {
             reason,
         })
     }
+}
+
+/// `Err(Error::Purged)` if a purge removed the stream's event `version`.
+fn check_kept(state: &Committed, index: &StreamIndex, version: u64) -> Result<(), Error> {
+    let first_kept = index
+        .records
+        .first()
+        .map_or(index.version + 1, |location| location.first_version);
+    if version < first_kept {
+        return Err(Error::Purged {
+            first_seq: state.first_seq,
+        });
+    }
+    Ok(())
 }
 
 /// The events of the record in `buf`, if it is valid and holds `stream`

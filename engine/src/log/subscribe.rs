@@ -57,6 +57,10 @@ pub(crate) struct Feed {
 
 struct FeedState {
     last_seq: u64,
+    /// The first seq the log keeps (a purge raises it).
+    first_seq: u64,
+    /// The last seq each truncation kept, in order.
+    truncations: Vec<u64>,
     closed: bool,
     /// Subscribers asleep on `moved`: writers skip the wake-up if none.
     waiting: usize,
@@ -65,10 +69,12 @@ struct FeedState {
 }
 
 impl Feed {
-    pub(crate) fn new(last_seq: u64) -> Feed {
+    pub(crate) fn new(first_seq: u64, last_seq: u64) -> Feed {
         Feed {
             state: Mutex::new(FeedState {
                 last_seq,
+                first_seq,
+                truncations: Vec::new(),
                 closed: false,
                 waiting: 0,
                 recent: VecDeque::with_capacity(RECENT_MAX),
@@ -111,10 +117,58 @@ impl Feed {
         }
     }
 
+    /// A purge made `first_seq` the first record kept.
+    pub(crate) fn purged(&self, first_seq: u64) {
+        let mut state = lock(&self.state);
+        state.first_seq = first_seq;
+        state.recent.retain(|position| position.seq >= first_seq);
+    }
+
+    /// A truncation removed every record after `last_seq`; it is durable,
+    /// and no later record is published yet.
+    pub(crate) fn truncated(&self, last_seq: u64) {
+        let mut state = lock(&self.state);
+        state.last_seq = last_seq;
+        state.recent.retain(|position| position.seq <= last_seq);
+        state.truncations.push(last_seq);
+    }
+
+    /// Waits until every record up to `last_seq` is published here: a
+    /// leader tells the feed after it lets go of the lead, so a truncation
+    /// that takes the lead next must not overtake it.
+    pub(crate) fn wait_published(&self, last_seq: u64) {
+        let mut state = lock(&self.state);
+        while state.last_seq < last_seq {
+            state.waiting += 1;
+            state = self
+                .moved
+                .wait(state)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            state.waiting -= 1;
+        }
+    }
+
+    /// The first seq kept, and how many truncations there were.
+    fn changes(&self) -> (u64, usize) {
+        let state = lock(&self.state);
+        (state.first_seq, state.truncations.len())
+    }
+
+    /// The lowest last seq kept by the truncations after the first `seen`,
+    /// and how many there were in all.
+    fn truncated_since(&self, seen: usize) -> (Option<u64>, usize) {
+        let state = lock(&self.state);
+        let lowest = state.truncations[seen..].iter().copied().min();
+        (lowest, state.truncations.len())
+    }
+
     /// A run of published records from `from`, at most `count`, from the
     /// recent positions, if they hold `from`.
     fn recent_run(&self, from: u64, count: u64) -> Option<Run> {
         let state = lock(&self.state);
+        if from < state.first_seq {
+            return None;
+        }
         let first = state.recent.front()?.seq;
         let skip = usize::try_from(from.checked_sub(first)?).ok()?;
         let head = *state.recent.get(skip)?;
@@ -182,6 +236,10 @@ pub struct Subscription {
     next_seq: u64,
     /// Records read ahead, all with seqs below `next_seq`, in order.
     ahead: VecDeque<Commit>,
+    /// The seq of the last record delivered (`from_seq - 1` at first).
+    delivered: u64,
+    /// Truncations of the log already taken into account.
+    truncations_seen: usize,
     buf: Vec<u8>,
 }
 
@@ -196,6 +254,7 @@ impl Log {
     /// [`Log::subscribe`], for the records of streams whose name starts
     /// with `prefix`.
     pub fn subscribe_streams(&self, prefix: &str, from_seq: u64) -> Subscription {
+        let (_, truncations_seen) = self.feed.changes();
         Subscription {
             settings: Arc::clone(&self.settings),
             shared: Arc::clone(&self.shared),
@@ -204,6 +263,8 @@ impl Log {
             prefix: prefix.to_owned(),
             next_seq: from_seq.max(1),
             ahead: VecDeque::new(),
+            delivered: from_seq.max(1) - 1,
+            truncations_seen,
             buf: Vec::new(),
         }
     }
@@ -212,16 +273,28 @@ impl Log {
 impl Subscription {
     /// The next record; `Ok(None)` if none arrived within `timeout`;
     /// `Err(Error::Closed)` once the log is closed (or dropped) and every
-    /// record acknowledged before that was delivered.
+    /// record acknowledged before that was delivered. A subscription whose
+    /// next record was purged returns `Err(Error::Purged)` (every call
+    /// after, too); one that delivered records a truncation then removed
+    /// returns `Err(Error::Truncated)` once and goes on after its last seq.
     pub fn next_timeout(&mut self, timeout: Duration) -> Result<Option<Commit>, Error> {
         let deadline = Instant::now().checked_add(timeout);
         loop {
+            self.follow_truncations()?;
             if let Some(commit) = self.ahead.pop_front() {
+                self.delivered = commit.seq;
                 return Ok(Some(commit));
             }
             let (published, closed) = self.feed.wait_past(self.next_seq - 1, deadline);
             if published >= self.next_seq {
-                self.read_ahead(published)?;
+                let before = self.feed.changes();
+                if let Err(error) = self.read_ahead(published) {
+                    // A purge or a truncation while it read explains a
+                    // file gone or cut short: look again.
+                    if self.feed.changes() == before {
+                        return Err(error);
+                    }
+                }
             } else if closed {
                 return Err(Error::Closed);
             } else {
@@ -238,9 +311,31 @@ impl Subscription {
             .map_or(self.next_seq, |commit| commit.seq)
     }
 
+    /// Takes into account the truncations since the last call: records
+    /// read ahead after a truncation's last seq go, and if some were
+    /// delivered, `Err(Error::Truncated)` says so (once).
+    fn follow_truncations(&mut self) -> Result<(), Error> {
+        let (lowest, seen) = self.feed.truncated_since(self.truncations_seen);
+        self.truncations_seen = seen;
+        let Some(seq) = lowest else {
+            return Ok(());
+        };
+        self.ahead.retain(|commit| commit.seq <= seq);
+        self.next_seq = self.next_seq.min(seq + 1);
+        if self.delivered > seq {
+            self.delivered = seq;
+            return Err(Error::Truncated { seq });
+        }
+        Ok(())
+    }
+
     /// Reads the next run of published records (up to `published`) into
     /// `ahead`, keeping those of matching streams.
     fn read_ahead(&mut self, published: u64) -> Result<(), Error> {
+        let (first_seq, _) = self.feed.changes();
+        if self.next_seq < first_seq {
+            return Err(Error::Purged { first_seq });
+        }
         let count = (published - self.next_seq + 1).min(AHEAD_MAX);
         let recent = self.feed.recent_run(self.next_seq, count);
         let run = match recent {

@@ -24,15 +24,18 @@ use durlog_vfs::{OpenMode, Vfs, VfsFile};
 
 use crate::error::Error;
 use crate::format::{
-    BatchError, BatchView, HEADER_SIZE, Header, LOCK_FILE_NAME, NEXT_SEGMENT_NAME, RecordError,
-    inspect_batch, looks_like_a_segment, parse_record, parse_segment_name,
+    BatchError, BatchView, HEADER_SIZE, Header, LOCK_FILE_NAME, LogState, NEXT_SEGMENT_NAME,
+    RecordError, STATE_FILE_NAME, STATE_TEMP_NAME, inspect_batch, looks_like_a_segment,
+    parse_record, parse_segment_name,
 };
 use crate::index::{Index, Location};
 use crate::segment::{SegmentMeta, Window};
 
 mod decide;
+mod state;
 
 pub use decide::{GROUP_BYTES_MAX, Rule};
+pub(crate) use state::{StateWrite, write_state};
 
 /// How many times a suspected damage is re-read before it is believed: a
 /// flaky read must not make recovery truncate acknowledged data.
@@ -85,8 +88,18 @@ pub struct RecoveryReport {
     pub records: u64,
     /// Bytes of valid records.
     pub record_bytes: u64,
-    /// Seq of the last valid record (0 for an empty log).
+    /// Seq of the first record kept: 1, or the first after a purge
+    /// (the state file's).
+    pub first_seq: u64,
+    /// Seq of the last valid record (`first_seq - 1` if none is kept).
     pub last_seq: u64,
+    /// A truncation was under way (the state file names its last seq):
+    /// the records after it are not the log's, and `Log::open` finishes
+    /// removing them. `None` from a writer's open once it has.
+    pub truncating: Option<u64>,
+    /// Segment files below `first_seq` that a purge had still to remove
+    /// (`Log::open` removes them).
+    pub purged_leftovers: usize,
     /// The state of the last segment's end.
     pub tail: Tail,
     /// Bytes `Log::open` cut off the last segment (0 from a read-only scan).
@@ -150,6 +163,33 @@ pub(crate) struct Scanned {
     pub report: RecoveryReport,
     /// A next segment prepared by an earlier life, to remove.
     pub next_segment: Option<PathBuf>,
+    /// The state file's content (a fresh log's if there is none).
+    pub state: LogState,
+    /// Whether a state file, or a temporary one, is in the directory.
+    pub state_files: StateFiles,
+    /// What a purge or a truncation under way left for Open to remove.
+    pub leftovers: Leftovers,
+}
+
+/// The state files found in a directory.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct StateFiles {
+    pub state: bool,
+    /// A new state file that a crash left before its rename.
+    pub temp: bool,
+}
+
+/// Files and bytes that a purge or a truncation under way had still to
+/// remove when the log stopped.
+#[derive(Debug, Default)]
+pub(crate) struct Leftovers {
+    /// Segments below the first seq kept.
+    pub purged: Vec<PathBuf>,
+    /// Segments after the truncation's last seq.
+    pub truncated: Vec<PathBuf>,
+    /// The records after the truncation's last seq in the segment that
+    /// holds it: the file and where they start.
+    pub cut: Option<(PathBuf, u64)>,
 }
 
 /// Scans `dir` read-only and reports what `Log::open` would find and do:
@@ -184,41 +224,44 @@ pub(crate) fn scan(
     let Names {
         segments: names,
         next_segment,
+        state_files,
         ignored,
     } = segment_names(vfs, dir)?;
+    let state = state::read_state(vfs, dir, state_files.state)?;
+    let sorted = state::Sorted::new(names, &state);
     let mut scanner = Scanner {
-        index: Index::default(),
-        next_seq: 1,
+        index: state::seeded_index(&state),
+        next_seq: state.first_seq,
+        stop_after: state.truncate_after.unwrap_or(u64::MAX),
         records: 0,
         record_bytes: 0,
         buf: Vec::new(),
         group_bytes_max,
         offsets: Vec::new(),
     };
-    let mut segments = Vec::with_capacity(names.len());
+    let mut segments = Vec::with_capacity(sorted.kept.len());
     let mut tail = Tail::Clean;
-    for (position, (first_seq, path)) in names.iter().enumerate() {
-        let is_last = position + 1 == names.len();
+    let mut cut = None;
+    for (position, (first_seq, path)) in sorted.kept.iter().enumerate() {
+        let is_last = position + 1 == sorted.kept.len();
         if *first_seq != scanner.next_seq {
-            return Err(corrupt(
-                Rule::Structure,
-                path,
-                0,
-                seq_gap_reason(position, *first_seq, scanner.next_seq),
-            ));
+            let reason = seq_gap_reason(position, *first_seq, scanner.next_seq);
+            return Err(corrupt(Rule::Structure, path, 0, reason));
         }
         let file = vfs.open(path, OpenMode::ReadOnly)?;
-        let (len, segment_tail) =
-            scanner.scan_segment(file.as_ref(), path, position as u32, is_last, visit)?;
+        let id = position as u32;
+        let scanned = scanner.scan_segment(file.as_ref(), path, id, is_last, visit)?;
+        let (len, segment_tail) = scanned;
         if len == 0 && !is_last {
-            return Err(corrupt(
-                Rule::Sealed,
-                path,
-                0,
-                "a sealed segment holds no record".into(),
-            ));
+            let reason = "a sealed segment holds no record".into();
+            return Err(corrupt(Rule::Sealed, path, 0, reason));
+        }
+        if scanner.next_seq > scanner.stop_after {
+            // The truncation's last record: what follows it goes.
+            cut = Some((path.clone(), len));
         }
         segments.push(SegmentMeta {
+            id,
             first_seq: *first_seq,
             path: path.clone(),
             len,
@@ -240,7 +283,10 @@ pub(crate) fn scan(
         segments: segments.len(),
         records: scanner.records,
         record_bytes: scanner.record_bytes,
+        first_seq: state.first_seq,
         last_seq: scanner.next_seq - 1,
+        truncating: state.truncate_after,
+        purged_leftovers: sorted.purged.len(),
         tail,
         bytes_truncated: 0,
         decided_by,
@@ -251,13 +297,20 @@ pub(crate) fn scan(
         index: scanner.index,
         report,
         next_segment,
+        state,
+        state_files,
+        leftovers: Leftovers {
+            purged: sorted.purged,
+            truncated: sorted.truncated,
+            cut,
+        },
     })
 }
 
 fn seq_gap_reason(position: usize, named: u64, expected: u64) -> String {
     if position == 0 {
         format!(
-            "the first segment is named for seq {named}, but a log starts at seq 1: a segment is missing"
+            "the first segment is named for seq {named}, but the log starts at seq {expected} (1, or the first kept after a purge, as its state file says): a segment is missing"
         )
     } else {
         format!(
@@ -284,6 +337,7 @@ struct Names {
     segments: Vec<(u64, PathBuf)>,
     /// The prepared next segment, if one was left.
     next_segment: Option<PathBuf>,
+    state_files: StateFiles,
     /// Entries that are not the log's.
     ignored: Vec<PathBuf>,
 }
@@ -296,6 +350,7 @@ fn segment_names(vfs: &dyn Vfs, dir: &Path) -> Result<Names, Refusal> {
     let mut names = Names {
         segments: Vec::new(),
         next_segment: None,
+        state_files: StateFiles::default(),
         ignored: Vec::new(),
     };
     for entry in vfs.list_dir(dir)? {
@@ -316,6 +371,14 @@ fn segment_names(vfs: &dyn Vfs, dir: &Path) -> Result<Names, Refusal> {
             names.next_segment = Some(path);
         } else if entry.name == LOCK_FILE_NAME {
             owned_file("the lock file")?;
+        } else if entry.name == STATE_FILE_NAME {
+            owned_file("the log's state file")?;
+            names.state_files.state = true;
+        } else if entry.name == STATE_TEMP_NAME {
+            // A new state file a crash left before its rename: the old
+            // one (or none) still rules, and Open removes this.
+            owned_file("a new state file")?;
+            names.state_files.temp = true;
         } else if let Some(first_seq) = parse_segment_name(&entry.name) {
             owned_file("a segment file")?;
             names.segments.push((first_seq, path));
@@ -387,6 +450,9 @@ enum Checked {
 struct Scanner {
     index: Index,
     next_seq: u64,
+    /// The last seq of a truncation under way: records after it are not
+    /// the log's, and the scan stops there.
+    stop_after: u64,
     records: u64,
     record_bytes: u64,
     buf: Vec<u8>,
@@ -411,7 +477,7 @@ impl Scanner {
         let mut window = Window::new(file, file_len, std::mem::take(&mut self.buf));
         let mut offset = 0;
         let mut outcome = Ok(Tail::Clean);
-        while offset < file_len {
+        while offset < file_len && self.next_seq <= self.stop_after {
             match self.check_record(&mut window, path, offset, segment, visit) {
                 Ok(Checked::Valid(len)) => offset += len,
                 Ok(Checked::Damaged(damage)) => {

@@ -1,0 +1,449 @@
+//! Retention and truncation: the two ways a log shrinks (FORMAT.md,
+//! "Retention and truncation").
+//!
+//! - A purge removes sealed segments from the front. The state file,
+//!   naming the new first seq and the versions the removed records leave
+//!   their streams at, is durable before any segment is removed, so a
+//!   crash between leaves segments the state file already disowns, and
+//!   Open removes them.
+//! - A truncation removes the records after a seq. The state file names
+//!   the truncation first; the later segments are removed and the one
+//!   holding the last record kept is cut; only once that is durable does
+//!   the state file stop naming it. Open finishes one a crash stopped.
+//!
+//! Both take the lead of the group commit ([`Claim`]): no group forms or
+//! writes while one runs. A failure before the state file is renamed
+//! changes nothing; one after leaves the outcome to the next recovery, so
+//! the log is poisoned. The model is changed, and readers see the change,
+//! only once it is durable.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use durlog_vfs::{OpenMode, VfsFile};
+
+use crate::error::Error;
+use crate::format::{LogState, decode_batch, parse_record};
+use crate::recovery::{StateWrite, write_state};
+use crate::segment::read_record_bytes;
+
+use super::commit::{Committed, GroupFailure};
+use super::writer::WriterSide;
+use super::{Log, lock};
+
+/// What a log keeps, applied at each segment roll: the oldest sealed
+/// segments are purged while the log is over either limit. The active
+/// segment is never purged, so a log keeps at least its newest records.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Retention {
+    /// Keep at most this many bytes of records (`size()`); `None`: no limit.
+    pub max_bytes: Option<u64>,
+    /// Purge segments whose newest record is older than this, by the
+    /// log's clock (`Options::now`); `None`: no limit.
+    pub max_age: Option<Duration>,
+}
+
+impl Retention {
+    fn is_none(&self) -> bool {
+        self.max_bytes.is_none() && self.max_age.is_none()
+    }
+}
+
+/// A purge, planned under the shared lock and carried out without it.
+pub(crate) struct PurgePlan {
+    /// How many segments go, from the front.
+    count: usize,
+    /// Their files, oldest first.
+    paths: Vec<PathBuf>,
+    /// The first seq kept, and the id of its segment.
+    first_seq: u64,
+    first_id: u32,
+    /// The state file that makes it durable.
+    state: LogState,
+}
+
+/// A truncation, planned under the shared lock.
+struct TruncatePlan {
+    /// The last seq kept.
+    last_seq: u64,
+    /// The position of the segment that holds it (or the first segment
+    /// kept, if no record is), and the end of its records kept.
+    keep: usize,
+    cut: u64,
+    /// The segments after it, to remove.
+    removed: Vec<PathBuf>,
+    /// The state file that names the truncation, and the one after it.
+    under_way: LogState,
+}
+
+impl Committed {
+    /// A purge of the sealed segments all of whose records have seq <
+    /// `before`; `None` if there is none.
+    pub(crate) fn purge_plan(&self, before: u64) -> Option<PurgePlan> {
+        // A segment's records all precede the next segment's first seq;
+        // the last (active) segment is never purged.
+        let count = self
+            .segments
+            .windows(2)
+            .take_while(|pair| pair[1].first_seq <= before)
+            .count();
+        (count > 0).then(|| self.plan_purge_of(count))
+    }
+
+    fn plan_purge_of(&self, count: usize) -> PurgePlan {
+        debug_assert!(count > 0 && count < self.segments.len());
+        let kept = &self.segments[count];
+        PurgePlan {
+            count,
+            paths: self.segments[..count]
+                .iter()
+                .map(|segment| segment.path.clone())
+                .collect(),
+            first_seq: kept.first_seq,
+            first_id: kept.id,
+            state: LogState {
+                first_seq: kept.first_seq,
+                truncate_after: None,
+                purged_versions: self.index.versions_before_segment(kept.id),
+            },
+        }
+    }
+
+    /// The state the log is in: what its state file says, or would.
+    fn log_state(&self) -> LogState {
+        let first_id = self.segments.first().map_or(self.next_id, |s| s.id);
+        LogState {
+            first_seq: self.first_seq,
+            truncate_after: None,
+            purged_versions: self.index.versions_before_segment(first_id),
+        }
+    }
+
+    /// Moves past a durable purge.
+    fn apply_purge(&mut self, plan: &PurgePlan) {
+        let removed: u64 = self.segments[..plan.count].iter().map(|s| s.len).sum();
+        self.segments.drain(..plan.count);
+        debug_assert_eq!(self.segments[0].first_seq, plan.first_seq);
+        self.index.drop_segments_before(plan.first_id);
+        self.first_seq = plan.first_seq;
+        self.size -= removed;
+        self.changes += 1;
+    }
+
+    fn truncate_plan(&self, last_seq: u64) -> TruncatePlan {
+        debug_assert!(last_seq + 1 >= self.first_seq && last_seq < self.last_seq);
+        let keep = self
+            .segments
+            .partition_point(|segment| segment.first_seq <= last_seq)
+            .max(1)
+            - 1;
+        let segment = &self.segments[keep];
+        let cut = match segment.record(last_seq) {
+            Some((_, end)) => end,
+            None => 0, // the first segment kept, emptied
+        };
+        TruncatePlan {
+            last_seq,
+            keep,
+            cut,
+            removed: self.segments[keep + 1..]
+                .iter()
+                .map(|segment| segment.path.clone())
+                .collect(),
+            under_way: LogState {
+                truncate_after: Some(last_seq),
+                ..self.log_state()
+            },
+        }
+    }
+
+    /// Moves back past a durable truncation.
+    fn apply_truncate(&mut self, plan: &TruncatePlan) {
+        self.segments.truncate(plan.keep + 1);
+        let segment = &mut self.segments[plan.keep];
+        let kept = (plan.last_seq + 1).saturating_sub(segment.first_seq) as usize;
+        segment.offsets.truncate(kept);
+        segment.len = plan.cut;
+        let cut32 = u32::try_from(plan.cut).expect("a cut is within a segment");
+        let id = segment.id;
+        self.index.truncate_from(id, cut32);
+        self.last_seq = plan.last_seq;
+        self.size = self.segments.iter().map(|segment| segment.len).sum();
+        self.changes += 1;
+    }
+}
+
+/// The lead of the group commit, held by a purge or a truncation: no group
+/// forms or writes until it is dropped (also on unwind), which wakes the
+/// next leader.
+struct Claim<'a> {
+    log: &'a Log,
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        let mut shared = lock(&self.log.shared);
+        shared.commit.committing = false;
+        shared.commit.wake_finished_and_next_leader();
+    }
+}
+
+impl Log {
+    /// Removes every sealed segment all of whose records have seq <
+    /// `before`, oldest first; never the active segment. Returns
+    /// `first_seq()` after it. Durable before it returns; a crash at any
+    /// step leaves the log as it was before or as it is after.
+    pub fn purge_before(&self, before: u64) -> Result<u64, Error> {
+        self.writable()?;
+        let _claim = self.claim()?;
+        let plan = lock(&self.shared).state.purge_plan(before);
+        if let Some(plan) = plan {
+            self.purge(&plan)?;
+        }
+        Ok(self.first_seq())
+    }
+
+    /// The seq of the first record still kept (`last_seq() + 1` if none is).
+    pub fn first_seq(&self) -> u64 {
+        lock(&self.shared).state.first_seq
+    }
+
+    /// Removes every record with seq > `seq` (for consensus logs, whose
+    /// uncommitted suffix is replaced by a new leader's): the streams they
+    /// held go back to their earlier versions. `seq` before `first_seq() -
+    /// 1` is refused with `Error::Purged` and changes nothing; `seq` at or
+    /// after `last_seq()` changes nothing. Durable before it returns; a
+    /// crash at any step leaves the log as it was before or as it is after.
+    pub fn truncate_after(&self, seq: u64) -> Result<(), Error> {
+        let writer = self.writable()?;
+        let _claim = self.claim()?;
+        let plan = {
+            let shared = lock(&self.shared);
+            let state = &shared.state;
+            if seq + 1 < state.first_seq {
+                return Err(Error::Purged {
+                    first_seq: state.first_seq,
+                });
+            }
+            if seq >= state.last_seq {
+                return Ok(());
+            }
+            (state.truncate_plan(seq), state.last_seq)
+        };
+        let (plan, published) = plan;
+        self.feed.wait_published(published);
+        self.truncate(writer, &plan)
+    }
+
+    /// Sets what the log keeps from now on, applied at each segment roll
+    /// (by the append that rolls, which no other append waits behind any
+    /// longer than for its roll).
+    pub fn set_retention(&self, retention: Retention) {
+        lock(&self.shared).retention = retention;
+    }
+
+    fn writable(&self) -> Result<&Arc<WriterSide>, Error> {
+        self.writer.as_ref().ok_or_else(|| Error::ReadOnly {
+            dir: self.settings.dir.clone(),
+        })
+    }
+
+    /// Takes the lead of the group commit, waiting for a leader's group to
+    /// finish first.
+    fn claim(&self) -> Result<Claim<'_>, Error> {
+        let mut shared = lock(&self.shared);
+        loop {
+            if shared.commit.poisoned {
+                return Err(Error::Poisoned);
+            }
+            if !shared.commit.committing {
+                shared.commit.committing = true;
+                return Ok(Claim { log: self });
+            }
+            shared.commit.wait_to_claim(thread::current());
+            drop(shared);
+            thread::park();
+            shared = lock(&self.shared);
+        }
+    }
+
+    /// Carries out a purge, with the lead held; the state moves once it
+    /// is durable. Also called by a leader applying the retention.
+    pub(super) fn purge(&self, plan: &PurgePlan) -> Result<(), Error> {
+        let (vfs, dir) = (self.settings.vfs.as_ref(), self.settings.dir.as_path());
+        self.write_state_or_poison(&plan.state)?;
+        // The state file disowns them: a crash from here leaves files
+        // that Open removes, in any order.
+        let removed = plan
+            .paths
+            .iter()
+            .try_for_each(|path| vfs.remove_file(path))
+            .and_then(|()| vfs.sync_dir(dir));
+        if let Err(error) = removed {
+            return Err(self.poison(error));
+        }
+        let mut shared = lock(&self.shared);
+        shared.state.apply_purge(plan);
+        shared.stats.purges += 1;
+        shared.stats.segments_purged += plan.count as u64;
+        drop(shared);
+        self.feed.purged(plan.first_seq);
+        lock(&self.handles).forget_before(plan.first_id);
+        Ok(())
+    }
+
+    fn truncate(&self, writer: &WriterSide, plan: &TruncatePlan) -> Result<(), Error> {
+        let (vfs, dir) = (self.settings.vfs.as_ref(), self.settings.dir.as_path());
+        self.write_state_or_poison(&plan.under_way)?;
+        let (keep_path, keep_id) = {
+            let shared = lock(&self.shared);
+            let segment = &shared.state.segments[plan.keep];
+            (segment.path.clone(), segment.id)
+        };
+        let mut held = writer.lock();
+        let done = (|| {
+            for path in plan.removed.iter().rev() {
+                vfs.remove_file(path)?;
+            }
+            let file: Arc<dyn VfsFile> = match &held.file {
+                Some(file) if plan.removed.is_empty() => Arc::clone(file),
+                _ => Arc::from(vfs.open(&keep_path, OpenMode::ReadWrite)?),
+            };
+            file.set_len(plan.cut)?;
+            file.sync_data()?;
+            vfs.sync_dir(dir)?;
+            Ok(file)
+        })();
+        let file = match done {
+            Ok(file) => file,
+            Err(error) => return Err(self.poison(error)),
+        };
+        held.file = Some(file);
+        held.allocated = plan.cut;
+        drop(held);
+        let finished = LogState {
+            truncate_after: None,
+            ..plan.under_way.clone()
+        };
+        self.write_state_or_poison(&finished)?;
+        let mut shared = lock(&self.shared);
+        shared.state.apply_truncate(plan);
+        shared.stats.truncations += 1;
+        drop(shared);
+        self.feed.truncated(plan.last_seq);
+        lock(&self.handles).forget_after(keep_id);
+        Ok(())
+    }
+
+    fn write_state_or_poison(&self, state: &LogState) -> Result<(), Error> {
+        let (vfs, dir) = (self.settings.vfs.as_ref(), self.settings.dir.as_path());
+        match write_state(vfs, dir, state) {
+            Ok(()) => Ok(()),
+            Err(StateWrite::Before(error)) => Err(Error::Io(error)),
+            Err(StateWrite::After(error)) => Err(self.poison(error)),
+        }
+    }
+
+    /// A failure after the state file changed: what is on disk is for a
+    /// reopen's recovery to decide, so the log stops.
+    fn poison(&self, error: std::io::Error) -> Error {
+        lock(&self.shared).commit.poisoned = true;
+        log::error!(
+            "durlog: {}: a purge or truncation failed after its state file changed ({error}); the log refuses appends until it is reopened, which finishes or undoes it",
+            self.settings.dir.display()
+        );
+        Error::Io(error)
+    }
+
+    /// Applies the retention before a roll, for the leader of the group
+    /// that rolls: a failure that changed nothing is only logged (the
+    /// next roll tries again); one that poisoned the log fails the group.
+    pub(super) fn retain(&self, group_bytes: u64) -> Result<(), GroupFailure> {
+        let Some(plan) = self.retention_plan(group_bytes) else {
+            return Ok(());
+        };
+        match self.purge(&plan) {
+            Ok(()) => Ok(()),
+            Err(error) if self.is_poisoned() => Err(GroupFailure {
+                error,
+                poisoned: true,
+                rolled: false,
+            }),
+            Err(error) => {
+                log::warn!(
+                    "durlog: {}: the retention's purge failed ({error}); the next roll tries again",
+                    self.settings.dir.display()
+                );
+                Ok(())
+            }
+        }
+    }
+
+    /// The purge the retention asks for before a roll to a new segment,
+    /// given the bytes the rolling group adds: the oldest segments while
+    /// the log is over a limit, never the one being rolled away from (its
+    /// records are the newest). Called by the leader, which holds the
+    /// lead, so the segments cannot change under it; reads the newest
+    /// record of the oldest segments for their age without the shared lock.
+    pub(super) fn retention_plan(&self, group_bytes: u64) -> Option<PurgePlan> {
+        let (retention, candidates, size) = {
+            let shared = lock(&self.shared);
+            if shared.retention.is_none() {
+                return None;
+            }
+            let segments = &shared.state.segments;
+            let sealed = &segments[..segments.len().saturating_sub(1)];
+            let candidates: Vec<Candidate> = sealed
+                .iter()
+                .map(|segment| Candidate {
+                    id: segment.id,
+                    first_seq: segment.first_seq,
+                    len: segment.len,
+                    newest: segment.record(segment.first_seq + segment.offsets.len() as u64 - 1),
+                })
+                .collect();
+            (shared.retention, candidates, shared.state.size)
+        };
+        let oldest_kept = retention
+            .max_age
+            .map(|age| self.settings.now().saturating_sub(age.as_nanos() as i64));
+        let mut remaining = size + group_bytes;
+        let mut count = 0;
+        for candidate in &candidates {
+            let over_size = retention.max_bytes.is_some_and(|max| remaining > max);
+            let too_old = oldest_kept
+                .is_some_and(|oldest| self.newest_time(candidate).is_some_and(|at| at < oldest));
+            if !over_size && !too_old {
+                break;
+            }
+            remaining -= candidate.len;
+            count += 1;
+        }
+        (count > 0).then(|| lock(&self.shared).state.plan_purge_of(count))
+    }
+
+    /// The time of a segment's newest record (`None` if it cannot be
+    /// read: the retention then keeps the segment).
+    fn newest_time(&self, candidate: &Candidate) -> Option<i64> {
+        let (start, end) = candidate.newest?;
+        let vfs = self.settings.vfs.as_ref();
+        let path = || self.settings.segment_path(candidate.first_seq);
+        let file = lock(&self.handles).get(vfs, candidate.id, path).ok()?;
+        let mut buf = Vec::new();
+        let bytes = read_record_bytes(file.as_ref(), start, end - start, &mut buf).ok()?;
+        let record = parse_record(bytes).ok()?;
+        let batch = decode_batch(record.payload).ok()?;
+        batch.events.last().map(|event| event.at)
+    }
+}
+
+/// A sealed segment the retention may purge.
+struct Candidate {
+    id: u32,
+    first_seq: u64,
+    len: u64,
+    /// The byte range of its newest record.
+    newest: Option<(u64, u64)>,
+}
