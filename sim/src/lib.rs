@@ -16,13 +16,17 @@
 //! Nothing in a run depends on the wall clock, on threads or on hash order:
 //! the same seed and options give the same trace digest on every machine.
 //! Campaigns spread seeds over threads (`--jobs`) and machines (`--shard`)
-//! and aggregate in seed order.
+//! and aggregate in seed order; a shard's report (`run --report`, module
+//! [`shard`]) keeps everything its summary prints and each seed's digest,
+//! and `merge` combines the reports of a split range into exactly what one
+//! machine running the whole range prints.
 
 mod golden;
 mod model;
 pub mod plan;
 mod report;
 pub mod run;
+pub mod shard;
 pub mod shrink;
 
 use std::fmt::Write as _;
@@ -86,6 +90,19 @@ pub fn run_campaign(
     progress: &Progress,
     fail_fast: bool,
 ) -> Summary {
+    run_campaign_digests(seeds, jobs, options, progress, fail_fast).0
+}
+
+/// [`run_campaign`], also returning each seed's trace digest, in the order
+/// of `seeds` (0 for a seed `--fail-fast` left out): what a shard report
+/// keeps so that `merge` can fold a whole range's digest exactly.
+pub fn run_campaign_digests(
+    seeds: &[u64],
+    jobs: usize,
+    options: &RunOptions,
+    progress: &Progress,
+    fail_fast: bool,
+) -> (Summary, Vec<u64>) {
     let next = AtomicUsize::new(0);
     let digests = Mutex::new(vec![0u64; seeds.len()]);
     let summary = Mutex::new(Summary::default());
@@ -114,12 +131,27 @@ pub fn run_campaign(
     });
     let mut summary = summary.into_inner().unwrap();
     summary.violations.sort_by_key(|(seed, _)| *seed);
-    summary.digest = digests
-        .into_inner()
-        .unwrap()
-        .iter()
-        .fold(0, |digest, seed_digest| mix(digest ^ seed_digest));
-    summary
+    let digests = digests.into_inner().unwrap();
+    summary.digest = fold_digests(digests.iter().copied());
+    (summary, digests)
+}
+
+/// A campaign's digest: the seeds' trace digests folded in seed order.
+/// The fold is not associative (each step mixes), so a campaign split
+/// over shards keeps every seed's digest and `merge` folds them again in
+/// seed order (`shard.rs`).
+pub fn fold_digests(seed_digests: impl IntoIterator<Item = u64>) -> u64 {
+    seed_digests
+        .into_iter()
+        .fold(0, |digest, seed_digest| mix(digest ^ seed_digest))
+}
+
+/// The options as command-line flags, each with a leading space ("" for
+/// the defaults): how `run`'s first line and shard reports name them.
+pub fn option_flags(options: &RunOptions) -> String {
+    repro_command(0, options, None)
+        .trim_start_matches("durlog-sim repro --seed 0")
+        .to_string()
 }
 
 /// The command that replays a seed with these options.

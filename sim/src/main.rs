@@ -2,14 +2,16 @@
 
 use std::io::Write as _;
 use std::ops::Range;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
+use durlog_sim::shard::{self, ShardReport};
 use durlog_sim::{
-    Plan, Progress, RunOptions, keep_ranges, parse_keep, repro_command, run_campaign, run_plan,
-    shard_seeds, shrink,
+    Plan, Progress, RunOptions, Summary, keep_ranges, parse_keep, repro_command,
+    run_campaign_digests, run_plan, shard_seeds, shrink,
 };
 use durlog_vfs::FaultKind;
 
@@ -72,8 +74,26 @@ enum Command {
         /// thread timing, so stdout is deterministic only without this).
         #[arg(long)]
         fail_fast: bool,
+        /// Also write a machine-readable report (JSON) to FILE: every count
+        /// of the summary, the violations, the range, shard and options,
+        /// and each seed's trace digest, for `durlog-sim merge`.
+        #[arg(long, value_name = "FILE")]
+        report: Option<PathBuf>,
         #[command(flatten)]
         common: Common,
+    },
+    /// Merge the reports of the shards of one range (`run --shard I/N
+    /// --report FILE`, I = 0..N) and print what one run of the whole range
+    /// prints: the same summary, digest and violations, byte for byte.
+    /// Exits 1 if any seed failed, 2 if the reports do not make up the
+    /// range exactly (other options or ranges, overlaps, gaps).
+    Merge {
+        /// The shard reports, in any order.
+        #[arg(required = true, value_name = "FILE")]
+        reports: Vec<PathBuf>,
+        /// Failing seeds to shrink and print in full (the rest are listed).
+        #[arg(long, default_value_t = 3)]
+        shrink: usize,
     },
     /// Replay one seed with its full operation and fault trace.
     Repro {
@@ -149,15 +169,23 @@ fn main() -> ExitCode {
             shard,
             shrink: shrink_count,
             fail_fast,
+            report,
             common,
         } => run(
-            seeds,
+            Campaign {
+                range: seeds,
+                shard,
+                options: common.options(),
+            },
             jobs,
-            shard,
             shrink_count,
             fail_fast,
-            &common.options(),
+            report.as_deref(),
         ),
+        Command::Merge {
+            reports,
+            shrink: shrink_count,
+        } => merge(&reports, shrink_count),
         Command::Repro {
             seed,
             keep,
@@ -167,14 +195,31 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(
+/// What `run` was asked to do.
+struct Campaign {
     range: Range<u64>,
-    jobs: Option<usize>,
     shard: (u64, u64),
+    options: RunOptions,
+}
+
+fn run(
+    campaign: Campaign,
+    jobs: Option<usize>,
     shrink_count: usize,
     fail_fast: bool,
-    options: &RunOptions,
+    report: Option<&std::path::Path>,
 ) -> ExitCode {
+    let Campaign {
+        range,
+        shard,
+        options,
+    } = &campaign;
+    if let Some(path) = report
+        && let Err(error) = shard::check_report_path(path)
+    {
+        eprintln!("durlog-sim: cannot write the report: {error}");
+        return ExitCode::from(2);
+    }
     let seeds: Vec<u64> = shard_seeds(range.clone(), shard.0, shard.1).collect();
     let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let progress = Progress::default();
@@ -187,8 +232,9 @@ fn run(
         .progress_chars("=> "),
     );
     let started = Instant::now();
-    let summary = std::thread::scope(|scope| {
-        let worker = scope.spawn(|| run_campaign(&seeds, jobs, options, &progress, fail_fast));
+    let (summary, digests) = std::thread::scope(|scope| {
+        let worker =
+            scope.spawn(|| run_campaign_digests(&seeds, jobs, options, &progress, fail_fast));
         while !worker.is_finished() {
             std::thread::sleep(Duration::from_millis(200));
             let cycles = progress.cycles.load(Ordering::Relaxed);
@@ -203,15 +249,13 @@ fn run(
     });
     bar.finish_and_clear();
     let elapsed = started.elapsed().as_secs_f64();
-    println!(
-        "durlog-sim run --seeds {}..{} --shard {}/{}{}",
-        range.start,
-        range.end,
-        shard.0,
-        shard.1,
-        repro_command(0, options, None).trim_start_matches("durlog-sim repro --seed 0")
-    );
-    println!("{summary}");
+    // Written before any shrinking, which can take long: the report is
+    // what a campaign split over machines waits for. A report that cannot
+    // be written still leaves the summary on stdout, and exit code 2.
+    let written = report.map(|path| {
+        let report = ShardReport::new(range.clone(), *shard, options, &summary, &digests);
+        shard::write_report(path, &report)
+    });
     eprintln!(
         "{} seeds, {} cycles in {elapsed:.2} s on {jobs} threads: {:.0} cycles/s, {:.0} cycles/s per thread, {:.0} appends/s, {:.0} crashes/s",
         summary.seeds,
@@ -221,6 +265,61 @@ fn run(
         summary.counters.appends_submitted as f64 / elapsed,
         summary.counters.crashes as f64 / elapsed,
     );
+    let code = print_outcome(&campaign, &summary, shrink_count);
+    match written {
+        Some(Err(error)) => {
+            eprintln!("durlog-sim: cannot write the report: {error}");
+            ExitCode::from(2)
+        }
+        _ => code,
+    }
+}
+
+/// Reads the shard reports, merges them, and prints what one `run` of the
+/// whole range prints.
+fn merge(paths: &[PathBuf], shrink_count: usize) -> ExitCode {
+    let mut reports = Vec::with_capacity(paths.len());
+    for path in paths {
+        match shard::read_report(path) {
+            Ok(report) => reports.push((path.display().to_string(), report)),
+            Err(error) => {
+                eprintln!("durlog-sim merge: {error}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let merged = match shard::merge(&reports) {
+        Ok(merged) => merged,
+        Err(error) => {
+            eprintln!("durlog-sim merge: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    eprintln!(
+        "merged {} shard reports of seeds {}..{}: {} seeds, {} cycles",
+        merged.shards,
+        merged.range.start,
+        merged.range.end,
+        merged.summary.seeds,
+        merged.summary.counters.cycles
+    );
+    let campaign = Campaign {
+        range: merged.range,
+        shard: (0, 1),
+        options: merged.options,
+    };
+    print_outcome(&campaign, &merged.summary, shrink_count)
+}
+
+/// The deterministic stdout of a campaign: the command, the summary, and
+/// every violation with its reproduction (the first `shrink_count` shrunk).
+fn print_outcome(campaign: &Campaign, summary: &Summary, shrink_count: usize) -> ExitCode {
+    let options = &campaign.options;
+    println!(
+        "{}",
+        shard::run_header(&campaign.range, campaign.shard, options)
+    );
+    println!("{summary}");
     if summary.violations.is_empty() {
         return ExitCode::SUCCESS;
     }

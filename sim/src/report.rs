@@ -9,9 +9,11 @@ use std::fmt;
 
 use durlog::{Error, Rule};
 use durlog_vfs::FaultKind;
+use serde::{Deserialize, Serialize};
 
 /// Where a power loss struck.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum CrashPoint {
     /// Between operations.
     Idle,
@@ -84,7 +86,8 @@ impl Recovery {
 /// injected explains it, by a rule of FORMAT.md that says why no code could
 /// have done better. Anything else that departs from the model is a
 /// violation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Excuse {
     /// An acknowledged record lost: a bit flipped at rest inside the log's
     /// last record, which then looks exactly like a torn write of it.
@@ -164,8 +167,10 @@ impl Excuse {
     }
 }
 
-/// Counts of what a run did.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// Counts of what a run did. Serialized field by field into shard reports
+/// (`shard.rs`); a report missing a field is refused, not read as zero.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Counters {
     /// Actions executed (one workload step each).
     pub cycles: u64,
