@@ -122,9 +122,33 @@ pub fn record_bytes(stream: &str, events: &[ModelEvent]) -> u64 {
 }
 
 /// The files besides segments FORMAT.md allows: the next segment,
-/// prepared ahead as zeros, and the writer's lock file, empty.
+/// prepared ahead as zeros, the writer's lock file, empty, the state file
+/// (once a purge or a truncation ran), and a new state file that a failed
+/// write left before its rename (never read).
 const NEXT_SEGMENT_NAME: &str = "next-segment.zeros";
 const LOCK_FILE_NAME: &str = "durlog.lock";
+const STATE_FILE_NAME: &str = "durlog.state";
+const STATE_TEMP_NAME: &str = "durlog.state.new";
+
+/// The state file FORMAT.md gives for a log whose first kept record is
+/// `first_seq`, with no truncation under way, whose streams stood at
+/// `purged` (by name) before it.
+pub fn state_file(first_seq: u64, purged: &std::collections::BTreeMap<String, u64>) -> Vec<u8> {
+    let mut body = Vec::new();
+    body.put(&first_seq.to_le_bytes());
+    body.put(&u64::MAX.to_le_bytes());
+    body.put(&(purged.len() as u32).to_le_bytes());
+    for (name, version) in purged {
+        body.put(&(name.len() as u16).to_le_bytes());
+        body.put(name.as_bytes());
+        body.put(&version.to_le_bytes());
+    }
+    let mut out = b"DURLOGST".to_vec();
+    out.put(&1u32.to_le_bytes());
+    out.put(&crc32c(&[&body]).to_le_bytes());
+    out.put(&body);
+    out
+}
 
 /// Checks the directory against the model, as the module doc says. The
 /// last segment may carry a zero tail (preallocation) up to the segment
@@ -149,6 +173,27 @@ pub fn check_layout(
         if !contents(vfs, dir, &name)?.is_empty() {
             return Err(format!("the lock file {name} holds bytes"));
         }
+    }
+    names.retain(|name| name != STATE_TEMP_NAME);
+    match names.iter().position(|name| name == STATE_FILE_NAME) {
+        Some(at) => {
+            let name = names.remove(at);
+            let want = state_file(model.first_seq(), model.purged_versions());
+            if contents(vfs, dir, &name)? != want {
+                return Err(format!(
+                    "the state file {name} does not say first seq {} and purged versions {:?} as FORMAT.md encodes them",
+                    model.first_seq(),
+                    model.purged_versions()
+                ));
+            }
+        }
+        None if model.first_seq() > 1 || !model.purged_versions().is_empty() => {
+            return Err(format!(
+                "no state file, but records before seq {} were purged",
+                model.first_seq()
+            ));
+        }
+        None => {}
     }
     if let Some(at) = names.iter().position(|name| name == NEXT_SEGMENT_NAME) {
         let name = names.remove(at);
@@ -393,6 +438,18 @@ mod tests {
             ]
         );
         assert_eq!(super::crc32c(&[b"123456789"]), 0xE306_9283);
+        // The state file's worked example (FORMAT.md), and the engine's
+        // encoder agreeing with this one.
+        let purged = [("s".to_owned(), 2)].into();
+        let state = super::state_file(3, &purged);
+        assert_eq!(state.len(), 36 + 2 + 1 + 8);
+        assert_eq!(&state[..12], b"DURLOGST\x01\0\0\0");
+        let engine = durlog::LogState {
+            first_seq: 3,
+            truncate_after: None,
+            purged_versions: purged,
+        };
+        assert_eq!(state, engine.encode());
         for data in ["one", "two", "three"] {
             let events = [event("t", data.as_bytes())];
             assert_eq!(super::record(1, "s", 1, &events).len(), 46 + data.len());

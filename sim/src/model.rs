@@ -1,5 +1,7 @@
 //! The oracle's model: exactly what was acknowledged, nothing else. It
-//! advances only when an append returns `Ok`.
+//! advances only when an append returns `Ok`, and shrinks only when a
+//! purge or a truncation does (or an excuse covers a loss). A purge keeps
+//! each stream's count of the events it removed: versions go on from it.
 
 use std::collections::BTreeMap;
 
@@ -23,24 +25,57 @@ struct Acked {
     encoded: Vec<u8>,
 }
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Model {
+    /// Each stream's events that are kept (not purged), in version order.
     streams: BTreeMap<String, Vec<ModelEvent>>,
+    /// Each stream's events a purge removed (only streams with some).
+    purged: BTreeMap<String, u64>,
+    /// The first seq kept (1 until a purge).
+    first_seq: u64,
     /// In seq order; seqs are dense, so the last one is the log's last seq.
     appends: Vec<Acked>,
     /// The sum of the records' sizes, kept rather than summed at every step.
     size: u64,
 }
 
+impl Default for Model {
+    fn default() -> Model {
+        Model {
+            streams: BTreeMap::new(),
+            purged: BTreeMap::new(),
+            first_seq: 1,
+            appends: Vec::new(),
+            size: 0,
+        }
+    }
+}
+
 impl Model {
     pub fn version(&self, stream: &str) -> u64 {
-        self.streams
-            .get(stream)
-            .map_or(0, |events| events.len() as u64)
+        self.purged_events(stream) + self.events(stream).len() as u64
+    }
+
+    /// Events of `stream` a purge removed: its first kept event's version
+    /// is one more.
+    pub fn purged_events(&self, stream: &str) -> u64 {
+        self.purged.get(stream).copied().unwrap_or(0)
+    }
+
+    /// Each stream's version before the first kept record (streams with
+    /// events purged only): what the log's state file must say.
+    pub fn purged_versions(&self) -> &BTreeMap<String, u64> {
+        &self.purged
+    }
+
+    pub fn first_seq(&self) -> u64 {
+        self.first_seq
     }
 
     pub fn last_seq(&self) -> u64 {
-        self.appends.last().map_or(0, |acked| acked.seq)
+        self.appends
+            .last()
+            .map_or(self.first_seq - 1, |acked| acked.seq)
     }
 
     pub fn size(&self) -> u64 {
@@ -52,7 +87,52 @@ impl Model {
     }
 
     pub fn stream_names(&self) -> Vec<String> {
-        self.streams.keys().cloned().collect()
+        let mut names: Vec<String> = self
+            .streams
+            .keys()
+            .chain(self.purged.keys())
+            .cloned()
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    /// Bytes of the kept records with seq `from` or later.
+    pub fn bytes_from(&self, from: u64) -> u64 {
+        self.appends
+            .iter()
+            .filter(|acked| acked.seq >= from)
+            .map(|acked| acked.encoded.len() as u64)
+            .sum()
+    }
+
+    /// The time of the newest event of the records with seqs in `seqs`.
+    pub fn newest_at(&self, seqs: std::ops::Range<u64>) -> Option<i64> {
+        seqs.filter_map(|seq| self.record(seq))
+            .filter_map(|(_, _, events)| events.last().map(|event| event.at))
+            .max()
+    }
+
+    /// A purge made `first_seq` the first record kept: the records before
+    /// it go, their events still count in their streams' versions.
+    pub fn purge(&mut self, first_seq: u64) {
+        debug_assert!(first_seq >= self.first_seq && first_seq <= self.last_seq() + 1);
+        while self
+            .appends
+            .first()
+            .is_some_and(|acked| acked.seq < first_seq)
+        {
+            let acked = self.appends.remove(0);
+            let events = self.streams.get_mut(&acked.stream).expect("acked stream");
+            events.drain(..acked.events);
+            if events.is_empty() {
+                self.streams.remove(&acked.stream);
+            }
+            *self.purged.entry(acked.stream).or_default() += acked.events as u64;
+            self.size -= acked.encoded.len() as u64;
+        }
+        self.first_seq = first_seq;
     }
 
     /// Records an acknowledged append: the next seq, the stream's next
@@ -75,8 +155,9 @@ impl Model {
             .extend(events);
     }
 
-    /// Forgets every append with a seq above `last_seq` (acknowledged data
-    /// that a fault destroyed, where the oracle allows it).
+    /// Forgets every append with a seq above `last_seq`: a truncation, or
+    /// acknowledged data that a fault destroyed, where the oracle allows
+    /// it. Purged records stay purged.
     pub fn truncate(&mut self, last_seq: u64) {
         while self
             .appends
@@ -109,7 +190,7 @@ impl Model {
             .get(usize::try_from(seq.checked_sub(first)?).ok()?)?;
         debug_assert_eq!(acked.seq, seq, "the model's seqs are dense");
         let events = self.streams.get(&acked.stream)?;
-        let from = (acked.first_version - 1) as usize;
+        let from = (acked.first_version - 1 - self.purged_events(&acked.stream)) as usize;
         Some((
             &acked.stream,
             acked.first_version,

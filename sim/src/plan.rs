@@ -54,6 +54,12 @@ pub enum Action {
     /// Subscriber number `subscriber` (modulo how many there are) takes
     /// up to `max` records without waiting; a slow one takes few.
     Poll { subscriber: u32, max: u32 },
+    /// `purge_before` a seq that keeps about `keep_percent` of the
+    /// records kept so far, maybe with a power loss during it.
+    Purge { keep_percent: u8, crash: CrashSpec },
+    /// `truncate_after` the seq `back` records before the last (past the
+    /// first seq kept, a refusal), maybe with a power loss during it.
+    Truncate { back: u32, crash: CrashSpec },
 }
 
 /// Whether and where an operation is interrupted by a power loss.
@@ -128,6 +134,8 @@ pub struct Plan {
     /// crash window; in between, rolls find it wanted but not prepared.
     pub prepare_every: u32,
     pub actions: Vec<Action>,
+    /// What the log keeps, set at every open (`None`: everything).
+    pub retention: Option<durlog::Retention>,
     /// Canary runs corrupt the model before this step.
     pub canary_step: Option<usize>,
 }
@@ -188,8 +196,9 @@ impl Plan {
         } else {
             rng.random_range(2..=6)
         };
-        let (steps, actions) =
+        let (steps, mut actions) =
             draw_actions(&mut rng, options, &drawn, streams, clients, segment_bytes);
+        let retention = insert_changes(seed, &mut actions, segment_bytes);
         let canary_step = (options.canary && mix(seed).is_multiple_of(100))
             .then(|| (mix(seed ^ 1) % u64::from(steps.max(1))) as usize);
         Plan {
@@ -203,9 +212,52 @@ impl Plan {
             tuning,
             prepare_every,
             actions,
+            retention,
             canary_step,
         }
     }
+}
+
+/// Purges and truncations among the actions of 3 seeds in 5, and a
+/// retention policy in 1 in 4; drawn from the seed, not the plan's RNG, so
+/// that the other actions of a seed stay what they were before.
+fn insert_changes(
+    seed: u64,
+    actions: &mut Vec<Action>,
+    segment_bytes: u64,
+) -> Option<durlog::Retention> {
+    let mut rng = ChaCha8Rng::seed_from_u64(mix(seed ^ 4));
+    if rng.random_bool(0.6) {
+        let count = actions.len() / rng.random_range(10..40);
+        for _ in 0..count {
+            let crash = if rng.random_bool(0.4) {
+                CrashSpec::AfterOps(rng.random_range(1..=10))
+            } else {
+                CrashSpec::None
+            };
+            let action = if rng.random_bool(0.6) {
+                Action::Purge {
+                    keep_percent: [0, 20, 50, 80][weighted(&mut rng, &[1, 2, 3, 2])],
+                    crash,
+                }
+            } else {
+                Action::Truncate {
+                    back: [0, 1, 3, 10, u32::MAX][weighted(&mut rng, &[1, 4, 3, 2, 1])],
+                    crash,
+                }
+            };
+            let at = rng.random_range(0..=actions.len());
+            actions.insert(at, action);
+        }
+    }
+    rng.random_bool(0.25).then(|| durlog::Retention {
+        max_bytes: rng
+            .random_bool(0.7)
+            .then(|| segment_bytes.min(1 << 16) * rng.random_range(2..6)),
+        max_age: rng
+            .random_bool(0.4)
+            .then(|| std::time::Duration::from_nanos(rng.random_range(20..200) * 1_000_003)),
+    })
 }
 
 /// The engine's tuning, and `Plan::prepare_every`.
@@ -441,6 +493,17 @@ impl fmt::Display for Action {
             },
             Action::Poll { subscriber, max } => {
                 write!(f, "poll subscriber {subscriber} for up to {max}")
+            }
+            Action::Purge {
+                keep_percent,
+                crash,
+            } => write!(
+                f,
+                "purge keeping about {keep_percent}% of the records{}",
+                crash_suffix(*crash)
+            ),
+            Action::Truncate { back, crash } => {
+                write!(f, "truncate {back} records back{}", crash_suffix(*crash))
             }
             Action::Reopen { quota, recovery } => write!(
                 f,

@@ -23,14 +23,20 @@ pub enum CrashPoint {
     Failpoint,
     /// During a disk operation of `Log::open` (recovery).
     Recovery,
+    /// During a disk operation of `Log::purge_before`.
+    Purge,
+    /// During a disk operation of `Log::truncate_after`.
+    Truncate,
 }
 
 impl CrashPoint {
-    pub const ALL: [CrashPoint; 4] = [
+    pub const ALL: [CrashPoint; 6] = [
         CrashPoint::Idle,
         CrashPoint::Commit,
         CrashPoint::Failpoint,
         CrashPoint::Recovery,
+        CrashPoint::Purge,
+        CrashPoint::Truncate,
     ];
 
     pub fn name(self) -> &'static str {
@@ -39,6 +45,8 @@ impl CrashPoint {
             CrashPoint::Commit => "commit",
             CrashPoint::Failpoint => "failpoint",
             CrashPoint::Recovery => "recovery",
+            CrashPoint::Purge => "purge",
+            CrashPoint::Truncate => "truncate",
         }
     }
 }
@@ -114,10 +122,13 @@ pub enum Excuse {
     OpenFailedOnFault,
     /// A read-only scan after a reopen failed: reads flipped during it.
     ScanFlippedOnRead,
+    /// A purge or a truncation failed with an I/O error: a failed fsync,
+    /// a short write, ENOSPC, or a power loss during it.
+    ChangeFailedOnFault,
 }
 
 impl Excuse {
-    pub const ALL: [Excuse; 8] = [
+    pub const ALL: [Excuse; 9] = [
         Excuse::LastRecordFlippedAtRest,
         Excuse::MisdirectedCopyGone,
         Excuse::ReadOfDamagedRecord,
@@ -126,6 +137,7 @@ impl Excuse {
         Excuse::AppendFailedOnFault,
         Excuse::OpenFailedOnFault,
         Excuse::ScanFlippedOnRead,
+        Excuse::ChangeFailedOnFault,
     ];
 
     /// What was accepted, and the fault and FORMAT.md rule that excuse it.
@@ -163,6 +175,10 @@ impl Excuse {
                 "scans failed",
                 "bit-flip-on-read in the read-only scan after a reopen, reads that never agreed (FORMAT.md, Recovery)",
             ),
+            Excuse::ChangeFailedOnFault => (
+                "changes failed",
+                "failed-fsync, short-write, no-space or crash during them: the state file left the log before or after them, never between (FORMAT.md, Retention and truncation)",
+            ),
         }
     }
 }
@@ -188,6 +204,14 @@ pub struct Counters {
     pub segments_prepared: u64,
     /// Records handed to subscribers, each checked.
     pub deliveries: u64,
+    /// Purges that returned `Ok` having removed segments, by
+    /// `purge_before` and by the retention.
+    pub purges: u64,
+    pub retention_purges: u64,
+    /// Truncations that returned `Ok` having removed records, and those
+    /// refused (below the first seq kept).
+    pub truncations: u64,
+    pub truncations_refused: u64,
 }
 
 impl Counters {
@@ -204,6 +228,10 @@ impl Counters {
         self.log_bytes_max = self.log_bytes_max.max(other.log_bytes_max);
         self.segments_prepared += other.segments_prepared;
         self.deliveries += other.deliveries;
+        self.purges += other.purges;
+        self.retention_purges += other.retention_purges;
+        self.truncations += other.truncations;
+        self.truncations_refused += other.truncations_refused;
     }
 
     /// Counts an append's outcome, once the oracle has accepted it.
@@ -331,6 +359,14 @@ impl Summary {
             f,
             "subscribers {} records delivered, each the next acknowledged one",
             c.deliveries
+        )?;
+        writeln!(
+            f,
+            "retention   {} purges ({} by the retention policy), {} truncations ({} refused below the first seq kept)",
+            c.purges + c.retention_purges,
+            c.retention_purges,
+            c.truncations,
+            c.truncations_refused
         )
     }
 

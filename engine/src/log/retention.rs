@@ -13,9 +13,11 @@
 //!
 //! Both take the lead of the group commit ([`Claim`]): no group forms or
 //! writes while one runs. A failure before the state file is renamed
-//! changes nothing; one after leaves the outcome to the next recovery, so
-//! the log is poisoned. The model is changed, and readers see the change,
-//! only once it is durable.
+//! changes nothing; one between its rename and its directory sync leaves
+//! the outcome to the next recovery, so the log is poisoned and the call
+//! fails. Once the state file is durable the change is decided: the call
+//! returns `Ok` and readers see the change, and if a later step fails
+//! the log is poisoned and Open finishes what it left.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -274,15 +276,16 @@ impl Log {
     pub(super) fn purge(&self, plan: &PurgePlan) -> Result<(), Error> {
         let (vfs, dir) = (self.settings.vfs.as_ref(), self.settings.dir.as_path());
         self.write_state_or_poison(&plan.state)?;
-        // The state file disowns them: a crash from here leaves files
-        // that Open removes, in any order.
+        // Decided: the state file disowns these segments, so a crash from
+        // here leaves files that Open removes, in any order, and a
+        // failure only leaves them to it (the log is poisoned).
         let removed = plan
             .paths
             .iter()
             .try_for_each(|path| vfs.remove_file(path))
             .and_then(|()| vfs.sync_dir(dir));
         if let Err(error) = removed {
-            return Err(self.poison(error));
+            self.poison(error);
         }
         let mut shared = lock(&self.shared);
         shared.state.apply_purge(plan);
@@ -297,6 +300,9 @@ impl Log {
     fn truncate(&self, writer: &WriterSide, plan: &TruncatePlan) -> Result<(), Error> {
         let (vfs, dir) = (self.settings.vfs.as_ref(), self.settings.dir.as_path());
         self.write_state_or_poison(&plan.under_way)?;
+        // Decided: the state file names the truncation, so Open finishes
+        // it whatever happens from here; a failure only leaves it to
+        // Open (the log is poisoned).
         let (keep_path, keep_id) = {
             let shared = lock(&self.shared);
             let segment = &shared.state.segments[plan.keep];
@@ -314,20 +320,18 @@ impl Log {
             file.set_len(plan.cut)?;
             file.sync_data()?;
             vfs.sync_dir(dir)?;
-            Ok(file)
+            held.file = Some(file);
+            held.allocated = plan.cut;
+            let finished = LogState {
+                truncate_after: None,
+                ..plan.under_way.clone()
+            };
+            write_state(vfs, dir, &finished).map_err(StateWrite::into_io)
         })();
-        let file = match done {
-            Ok(file) => file,
-            Err(error) => return Err(self.poison(error)),
-        };
-        held.file = Some(file);
-        held.allocated = plan.cut;
         drop(held);
-        let finished = LogState {
-            truncate_after: None,
-            ..plan.under_way.clone()
-        };
-        self.write_state_or_poison(&finished)?;
+        if let Err(error) = done {
+            self.poison(error);
+        }
         let mut shared = lock(&self.shared);
         shared.state.apply_truncate(plan);
         shared.stats.truncations += 1;
@@ -365,6 +369,11 @@ impl Log {
             return Ok(());
         };
         match self.purge(&plan) {
+            Ok(()) if self.is_poisoned() => Err(GroupFailure {
+                error: Error::Poisoned,
+                poisoned: true,
+                rolled: false,
+            }),
             Ok(()) => Ok(()),
             Err(error) if self.is_poisoned() => Err(GroupFailure {
                 error,

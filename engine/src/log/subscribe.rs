@@ -12,6 +12,7 @@
 
 use std::collections::VecDeque;
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -53,12 +54,15 @@ pub(crate) struct PublishedGroup<'a> {
 pub(crate) struct Feed {
     state: Mutex<FeedState>,
     moved: Condvar,
+    /// The first seq the log keeps (a purge raises it), and how many
+    /// truncations there were: read without the lock by subscribers,
+    /// for which both rarely change.
+    first_seq: AtomicU64,
+    truncation_count: AtomicUsize,
 }
 
 struct FeedState {
     last_seq: u64,
-    /// The first seq the log keeps (a purge raises it).
-    first_seq: u64,
     /// The last seq each truncation kept, in order.
     truncations: Vec<u64>,
     closed: bool,
@@ -71,9 +75,10 @@ struct FeedState {
 impl Feed {
     pub(crate) fn new(first_seq: u64, last_seq: u64) -> Feed {
         Feed {
+            first_seq: AtomicU64::new(first_seq),
+            truncation_count: AtomicUsize::new(0),
             state: Mutex::new(FeedState {
                 last_seq,
-                first_seq,
                 truncations: Vec::new(),
                 closed: false,
                 waiting: 0,
@@ -120,7 +125,7 @@ impl Feed {
     /// A purge made `first_seq` the first record kept.
     pub(crate) fn purged(&self, first_seq: u64) {
         let mut state = lock(&self.state);
-        state.first_seq = first_seq;
+        self.first_seq.store(first_seq, Ordering::Release);
         state.recent.retain(|position| position.seq >= first_seq);
     }
 
@@ -131,6 +136,8 @@ impl Feed {
         state.last_seq = last_seq;
         state.recent.retain(|position| position.seq <= last_seq);
         state.truncations.push(last_seq);
+        self.truncation_count
+            .store(state.truncations.len(), Ordering::Release);
     }
 
     /// Waits until every record up to `last_seq` is published here: a
@@ -150,8 +157,10 @@ impl Feed {
 
     /// The first seq kept, and how many truncations there were.
     fn changes(&self) -> (u64, usize) {
-        let state = lock(&self.state);
-        (state.first_seq, state.truncations.len())
+        (
+            self.first_seq.load(Ordering::Acquire),
+            self.truncation_count.load(Ordering::Acquire),
+        )
     }
 
     /// The lowest last seq kept by the truncations after the first `seen`,
@@ -166,7 +175,7 @@ impl Feed {
     /// recent positions, if they hold `from`.
     fn recent_run(&self, from: u64, count: u64) -> Option<Run> {
         let state = lock(&self.state);
-        if from < state.first_seq {
+        if from < self.first_seq.load(Ordering::Acquire) {
             return None;
         }
         let first = state.recent.front()?.seq;
@@ -281,6 +290,17 @@ impl Subscription {
         let deadline = Instant::now().checked_add(timeout);
         loop {
             self.follow_truncations()?;
+            let (first_seq, _) = self.feed.changes();
+            if self
+                .ahead
+                .front()
+                .is_some_and(|commit| commit.seq < first_seq)
+            {
+                // Read ahead before a purge removed it: not the log's now.
+                self.next_seq = self.ahead[0].seq;
+                self.ahead.clear();
+                return Err(Error::Purged { first_seq });
+            }
             if let Some(commit) = self.ahead.pop_front() {
                 self.delivered = commit.seq;
                 return Ok(Some(commit));
@@ -315,6 +335,9 @@ impl Subscription {
     /// read ahead after a truncation's last seq go, and if some were
     /// delivered, `Err(Error::Truncated)` says so (once).
     fn follow_truncations(&mut self) -> Result<(), Error> {
+        if self.feed.changes().1 == self.truncations_seen {
+            return Ok(());
+        }
         let (lowest, seen) = self.feed.truncated_since(self.truncations_seen);
         self.truncations_seen = seen;
         let Some(seq) = lowest else {

@@ -22,6 +22,9 @@ pub(crate) struct Follower {
     pub(crate) next: u64,
     /// Only streams starting with this ("" for all).
     pub(crate) prefix: String,
+    /// The last seq a truncation kept, after this follower was handed
+    /// records it removed: its subscription owes it `Error::Truncated`.
+    pub(crate) truncated: Option<u64>,
 }
 
 /// The run's subscribers, shared with the failpoint hook, and what they
@@ -30,6 +33,8 @@ pub(crate) struct Follower {
 pub(crate) struct Followers {
     pub(crate) list: Vec<Follower>,
     pub(crate) during_commit: Vec<(usize, Commit)>,
+    /// A purge or truncation that a follower learnt of there.
+    pub(crate) told_during_commit: Vec<(usize, Error)>,
 }
 
 pub(crate) type SharedFollowers = Arc<Mutex<Followers>>;
@@ -47,7 +52,26 @@ impl Followers {
             subscription: Some(log.subscribe_streams(&prefix, from)),
             next: from.max(1),
             prefix,
+            truncated: None,
         });
+    }
+
+    /// A truncation kept seqs up to `seq`: followers handed records after
+    /// it are owed an `Error::Truncated`.
+    pub(crate) fn truncated(&mut self, seq: u64) {
+        for follower in &mut self.list {
+            if follower.next > seq + 1 {
+                follower.truncated = Some(follower.truncated.map_or(seq, |t| t.min(seq)));
+            }
+        }
+    }
+
+    /// Follower `index`'s subscription, answered `Purged`, starts again at
+    /// the first seq kept.
+    pub(crate) fn restart_at(&mut self, index: usize, log: &Log, first_seq: u64) {
+        let follower = &mut self.list[index];
+        follower.next = first_seq;
+        follower.subscription = Some(log.subscribe_streams(&follower.prefix, first_seq));
     }
 
     /// Up to `max` records that follower `index` can take now, each with
@@ -71,9 +95,14 @@ impl Followers {
     /// any follower is handed now is kept for the oracle.
     pub(crate) fn poll_during_commit(&mut self) {
         for index in 0..self.list.len() {
-            let (taken, _) = self.take(index, u32::MAX);
+            let (taken, error) = self.take(index, u32::MAX);
             self.during_commit
                 .extend(taken.into_iter().map(|commit| (index, commit)));
+            // Other errors here are the commit's own faults, which its
+            // outcome answers for.
+            if let Some(error @ (Error::Purged { .. } | Error::Truncated { .. })) = error {
+                self.told_during_commit.push((index, error));
+            }
         }
     }
 
@@ -90,6 +119,11 @@ impl Followers {
     pub(crate) fn resume(&mut self, log: &Log) {
         let end = log.last_seq() + 1;
         for follower in &mut self.list {
+            // A new subscription learns of no earlier truncation: it
+            // starts after the last seq kept.
+            if let Some(seq) = follower.truncated.take() {
+                follower.next = follower.next.min(seq + 1);
+            }
             follower.next = follower.next.min(end);
             follower.subscription = Some(log.subscribe_streams(&follower.prefix, follower.next));
         }

@@ -36,6 +36,7 @@ macro_rules! note {
     };
 }
 
+mod change;
 mod excuse;
 mod follow;
 mod oracle;
@@ -238,6 +239,11 @@ impl<'a> World<'a> {
                 }
                 self.poll(*subscriber as usize % count, *max)
             }
+            Action::Purge {
+                keep_percent,
+                crash,
+            } => self.purge(*keep_percent, *crash),
+            Action::Truncate { back, crash } => self.truncate(*back, *crash),
             Action::Reopen { quota, recovery } => {
                 self.max_bytes = match quota {
                     QuotaChange::Keep => self.max_bytes,
@@ -322,6 +328,7 @@ impl<'a> World<'a> {
             self.prepare_next_segment();
         }
         self.commits += 1;
+        self.open_retention_window();
         let finished = self.log().commit_next_group();
         self.vfs.crash_after_ops(0);
         self.failpoint_armed.store(false, Ordering::SeqCst);
@@ -330,6 +337,8 @@ impl<'a> World<'a> {
             self.vfs.is_halted() || excuse::explains_io_error(&self.vfs.fault_log_since(mark));
         note!(self, "      {finished} appends finished");
         self.collect_outcomes(faulted)?;
+        self.close_retention_window()?;
+        self.check_told_during_commit()?;
         if self.vfs.is_halted() {
             let point = if crash == CrashSpec::Failpoint {
                 CrashPoint::Failpoint
@@ -451,6 +460,12 @@ impl<'a> World<'a> {
                         )?;
                     }
                     Err(Error::Closed) => break None,
+                    Err(error @ (Error::Purged { .. } | Error::Truncated { .. })) => {
+                        return Err(format!(
+                            "a subscriber at seq {} got {error} after its log closed, with no purge or truncation since its last poll",
+                            follower.next
+                        ));
+                    }
                     Err(error) => break Some(error),
                     Ok(None) => {
                         return Err(format!(
@@ -491,12 +506,42 @@ impl<'a> World<'a> {
         }
         self.result.counters.deliveries += taken.len() as u64;
         drop(followers);
-        if let Some(error) = error {
-            let faults = self.vfs.fault_log_since(mark);
-            let evidence = Evidence::new(&self.vfs, &self.dir);
-            self.oracle.excuse_read_error(&error, &evidence, &faults)?;
+        match error {
+            None => Ok(()),
+            Some(error) => self.follower_error(index, error, mark),
         }
-        Ok(())
+    }
+
+    /// A subscription's error: `Purged` only for one whose next record was
+    /// purged (it starts again at the first seq kept), `Truncated` only
+    /// for one handed records a truncation then removed (it goes on), any
+    /// other only on damage or a fault that explains it.
+    fn follower_error(&mut self, index: usize, error: Error, mark: usize) -> Check {
+        let mut followers = follow::lock(&self.followers);
+        let follower = &mut followers.list[index];
+        let first = self.oracle.model().first_seq();
+        match error {
+            Error::Purged { first_seq } if first_seq == first && follower.next < first => {
+                let log = self.log.as_ref().expect("the log is open between actions");
+                followers.restart_at(index, log, first);
+                Ok(())
+            }
+            Error::Truncated { seq } if follower.truncated == Some(seq) => {
+                follower.truncated = None;
+                follower.next = seq + 1;
+                Ok(())
+            }
+            Error::Purged { .. } | Error::Truncated { .. } => Err(format!(
+                "a subscriber at seq {} (owed a truncation: {:?}) got {error}; the log keeps seqs from {first}",
+                follower.next, follower.truncated
+            )),
+            error => {
+                drop(followers);
+                let faults = self.vfs.fault_log_since(mark);
+                let evidence = Evidence::new(&self.vfs, &self.dir);
+                self.oracle.excuse_read_error(&error, &evidence, &faults)
+            }
+        }
     }
 
     /// What followers were handed between a group's write and its sync
@@ -511,6 +556,21 @@ impl<'a> World<'a> {
                 .map_err(|error| format!("between a write and its sync: {error}"))?;
         }
         self.result.counters.deliveries += delivered.len() as u64;
+        Ok(())
+    }
+
+    /// A purge (by the retention) or truncation that followers learnt of
+    /// during a commit, judged once the model knows of it; nothing, if
+    /// the commit lost power and the subscriptions with it.
+    fn check_told_during_commit(&mut self) -> Check {
+        let told = std::mem::take(&mut follow::lock(&self.followers).told_during_commit);
+        if self.vfs.is_halted() {
+            return Ok(());
+        }
+        for (index, error) in told {
+            let mark = self.vfs.fault_log_len();
+            self.follower_error(index, error, mark)?;
+        }
         Ok(())
     }
 

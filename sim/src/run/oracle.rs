@@ -24,6 +24,7 @@ use crate::golden;
 use crate::model::{Model, ModelEvent};
 use crate::report::Excuse;
 
+use super::change::{InDoubt, RetentionWindow};
 use super::excuse::{self, Evidence};
 
 /// Logs up to this size have their bytes checked at every reopen (larger
@@ -71,11 +72,15 @@ pub(crate) struct Limits {
 
 #[derive(Debug, Default)]
 pub(crate) struct Oracle {
-    model: Model,
+    pub(super) model: Model,
     /// Appends whose group failed in a way that may have left them on disk
     /// (power loss, or a cut-back that failed): after the next reopen each
     /// is whole or absent, and the survivors come first.
     in_doubt: Vec<Submitted>,
+    /// A purge or a truncation likewise (`change.rs`).
+    pub(super) change_in_doubt: Option<InDoubt>,
+    /// What the retention may purge in the commit under way.
+    pub(super) retention: Option<RetentionWindow>,
     excused: BTreeMap<Excuse, u64>,
 }
 
@@ -104,6 +109,8 @@ impl Oracle {
     pub(crate) fn start_over(&mut self) {
         self.model = Model::default();
         self.in_doubt.clear();
+        self.change_in_doubt = None;
+        self.retention = None;
     }
 
     /// Checks a finished append, as if the appends of its group had run one
@@ -181,14 +188,24 @@ impl Oracle {
         evidence: &Evidence<'_>,
         faults: &[FaultEvent],
     ) -> Check {
+        let first_kept = self.model.purged_events(stream) + 1;
+        let from_kept = from.max(1).max(first_kept);
         let want: Vec<&ModelEvent> = self
             .model
             .events(stream)
             .iter()
-            .skip(from.max(1) as usize - 1)
+            .skip((from_kept - first_kept) as usize)
             .take(limit)
             .collect();
+        let purged =
+            limit > 0 && from.max(1) < first_kept && from.max(1) <= self.model.version(stream);
         match got {
+            Err(Error::Purged { first_seq }) if purged && first_seq == self.model.first_seq() => {
+                Ok(())
+            }
+            _ if purged => Err(format!(
+                "read {stream} from {from}: events before version {first_kept} were purged, yet it returned {got:?}"
+            )),
             Ok(events) => {
                 if events.len() != want.len() {
                     return Err(format!(
@@ -198,7 +215,7 @@ impl Oracle {
                     ));
                 }
                 for (i, (event, model)) in events.iter().zip(want).enumerate() {
-                    check_event(stream, event, model, from.max(1) + i as u64)?;
+                    check_event(stream, event, model, from_kept + i as u64)?;
                 }
                 Ok(())
             }
@@ -219,6 +236,7 @@ impl Oracle {
         limits: Limits,
         final_reopen: bool,
     ) -> Check {
+        self.resolve_in_doubt(log.first_seq(), log.last_seq())?;
         let recovered = log.last_seq();
         let acked = self.model.last_seq();
         if recovered >= acked {
@@ -372,17 +390,26 @@ impl Oracle {
 
     /// The whole log, read in seq order, is the model's records.
     fn check_read_all(&mut self, log: &Log, evidence: &Evidence<'_>) -> Check {
+        let first = self.model.first_seq();
+        if first > 1
+            && !matches!(log.read_all(first - 1, 1), Err(Error::Purged { first_seq }) if first_seq == first)
+        {
+            return Err(format!(
+                "read_all from {} (purged) did not answer Purged",
+                first - 1
+            ));
+        }
         let mark = evidence.vfs.fault_log_len();
-        match log.read_all(1, usize::MAX) {
+        match log.read_all(first, usize::MAX) {
             Ok(commits) => {
-                if commits.len() as u64 != self.model.last_seq() {
+                if commits.len() as u64 != self.model.last_seq() + 1 - first {
                     return Err(format!(
                         "read_all gave {} records, the model has {}",
                         commits.len(),
-                        self.model.last_seq()
+                        self.model.last_seq() + 1 - first
                     ));
                 }
-                let mut next = 1;
+                let mut next = first;
                 commits
                     .iter()
                     .try_for_each(|commit| self.check_delivery(&mut next, "", commit))
@@ -404,11 +431,16 @@ impl Oracle {
                 self.model.stream_names()
             ));
         }
-        if log.last_seq() != self.model.last_seq() || log.size() != self.model.size() {
+        if log.last_seq() != self.model.last_seq()
+            || log.size() != self.model.size()
+            || log.first_seq() != self.model.first_seq()
+        {
             return Err(format!(
-                "log at seq {} size {}, the model at seq {} size {}",
+                "log at seqs {}..={} size {}, the model at {}..={} size {}",
+                log.first_seq(),
                 log.last_seq(),
                 log.size(),
+                self.model.first_seq(),
                 self.model.last_seq(),
                 self.model.size()
             ));
@@ -421,8 +453,14 @@ impl Oracle {
                     self.model.version(&name)
                 ));
             }
+            let first_kept = self.model.purged_events(&name) + 1;
+            if first_kept > 1 && !matches!(log.read(&name, 1, 1), Err(Error::Purged { .. })) {
+                return Err(format!(
+                    "{name}: reading version 1, which was purged, did not answer Purged"
+                ));
+            }
             let mark = evidence.vfs.fault_log_len();
-            match log.read(&name, 1, usize::MAX) {
+            match log.read(&name, first_kept, usize::MAX) {
                 Ok(events) => {
                     let want = self.model.events(&name);
                     if events.len() != want.len() {
@@ -433,7 +471,7 @@ impl Oracle {
                         ));
                     }
                     for (i, (event, model)) in events.iter().zip(want).enumerate() {
-                        check_event(&name, event, model, i as u64 + 1)?;
+                        check_event(&name, event, model, first_kept + i as u64)?;
                     }
                 }
                 Err(error) => {

@@ -1,0 +1,317 @@
+//! Purges, truncations and the retention in a run: the runner's side (the
+//! calls, with power losses during their disk operations) and the
+//! oracle's (SPEC section 11). The model changes only when a call returns
+//! `Ok`; one that failed on a fault that may have left the change on disk
+//! is in doubt until the next reopen, which must show the log either as it
+//! was before or as the call would have left it, never between. A purge
+//! by the retention, which no call returns, is checked against the policy
+//! and the segments as they were before the commit that made it.
+
+use std::path::Path;
+
+use durlog::{Error, Retention};
+use durlog_vfs::{SimVfs, Vfs};
+
+use crate::plan::CrashSpec;
+use crate::report::Excuse;
+
+use super::excuse;
+use super::oracle::{Check, Oracle};
+use super::{CrashPoint, World};
+
+/// A purge or a truncation whose call failed on a fault that may have
+/// left it on disk: the next reopen decides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum InDoubt {
+    /// The first seq the purge would have kept.
+    Purge(u64),
+    /// The last seq the truncation would have kept.
+    Truncate(u64),
+}
+
+/// What the retention may purge during the next commit (or, if it
+/// crashes, what the reopen after it may find purged).
+#[derive(Clone, Debug)]
+pub(crate) struct RetentionWindow {
+    pub(crate) policy: Retention,
+    /// The first seqs of the segments before the commit.
+    pub(crate) starts: Vec<u64>,
+    /// The clock before the commit: its `now` is at least this.
+    pub(crate) now_after: i64,
+    /// Bytes of the appends the commit may have added (an upper bound).
+    pub(crate) extra_bytes: u64,
+}
+
+/// The first seqs of the segments in `dir`, from their names.
+pub(crate) fn segment_starts(vfs: &SimVfs, dir: &Path) -> Vec<u64> {
+    let mut starts: Vec<u64> = vfs
+        .list_dir(dir)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|entry| {
+            let digits = entry.name.strip_suffix(".log")?;
+            (digits.len() == 20).then(|| digits.parse().ok()).flatten()
+        })
+        .collect();
+    starts.sort_unstable();
+    starts
+}
+
+impl World<'_> {
+    pub(super) fn purge(&mut self, keep_percent: u8, crash: CrashSpec) -> Check {
+        let model = self.oracle.model();
+        let (first, last) = (model.first_seq(), model.last_seq());
+        let kept = last + 1 - first;
+        let before = first + kept - kept * u64::from(keep_percent) / 100;
+        let starts = segment_starts(&self.vfs, &self.dir);
+        // Every segment but the last whose records all precede `before`.
+        let planned = starts
+            .iter()
+            .copied()
+            .filter(|&start| start <= before)
+            .next_back()
+            .unwrap_or(first)
+            .max(first);
+        note!(
+            self,
+            "      purge_before({before}): first seq {first} -> {planned}"
+        );
+        let mark = self.vfs.fault_log_len();
+        if let CrashSpec::AfterOps(n) = crash {
+            self.vfs.crash_after_ops(n);
+        }
+        let result = self.log().purge_before(before);
+        self.vfs.crash_after_ops(0);
+        note!(self, "      -> {result:?}");
+        let faulted =
+            self.vfs.is_halted() || excuse::explains_io_error(&self.vfs.fault_log_since(mark));
+        let poisoned = self.log().is_poisoned();
+        let changed =
+            self.oracle
+                .check_purge(planned, &result, faulted, poisoned || self.vfs.is_halted())?;
+        self.result.counters.purges += u64::from(changed);
+        self.after_change(CrashPoint::Purge)
+    }
+
+    pub(super) fn truncate(&mut self, back: u32, crash: CrashSpec) -> Check {
+        let model = self.oracle.model();
+        let seq = model.last_seq().saturating_sub(u64::from(back));
+        note!(self, "      truncate_after({seq})");
+        let mark = self.vfs.fault_log_len();
+        if let CrashSpec::AfterOps(n) = crash {
+            self.vfs.crash_after_ops(n);
+        }
+        let result = self.log().truncate_after(seq);
+        self.vfs.crash_after_ops(0);
+        note!(self, "      -> {result:?}");
+        let faulted =
+            self.vfs.is_halted() || excuse::explains_io_error(&self.vfs.fault_log_since(mark));
+        let poisoned = self.log().is_poisoned();
+        let doubt = poisoned || self.vfs.is_halted();
+        match self.oracle.check_truncate(seq, &result, faulted, doubt)? {
+            Some(true) => {
+                self.result.counters.truncations += 1;
+                super::follow::lock(&self.followers).truncated(seq);
+            }
+            Some(false) => self.result.counters.truncations_refused += 1,
+            None => {}
+        }
+        self.after_change(CrashPoint::Truncate)
+    }
+
+    /// A change that lost power reopens the log; one that poisoned it
+    /// restarts the process.
+    fn after_change(&mut self, point: CrashPoint) -> Check {
+        if self.vfs.is_halted() {
+            return self.power_loss(point, CrashSpec::None, false);
+        }
+        if self.log().is_poisoned() {
+            note!(self, "      the log is poisoned: restart the process");
+            return self.restart(CrashSpec::None);
+        }
+        self.oracle.check_first_seq(self.log().first_seq())
+    }
+
+    /// Before a commit: what the retention may purge during it.
+    pub(super) fn open_retention_window(&mut self) {
+        let Some(policy) = self.plan.retention else {
+            return;
+        };
+        let extra_bytes = self
+            .pending
+            .values()
+            .map(|submitted| crate::golden::record_bytes(&submitted.stream, &submitted.events))
+            .sum();
+        self.oracle.retention = Some(RetentionWindow {
+            policy,
+            starts: segment_starts(&self.vfs, &self.dir),
+            now_after: 0,
+            extra_bytes,
+        });
+    }
+
+    /// After a commit that kept power: a purge by the retention, if the
+    /// log's first seq moved, must be one the policy asked for.
+    pub(super) fn close_retention_window(&mut self) -> Check {
+        let now = super::CLOCK_BASE_NS
+            + super::CLOCK_STEP_NS * self.clock.load(std::sync::atomic::Ordering::SeqCst);
+        if let Some(window) = &mut self.oracle.retention {
+            window.now_after = now;
+        }
+        if self.vfs.is_halted() {
+            return Ok(()); // the reopen judges it
+        }
+        let first = self.log().first_seq();
+        if self.log().is_poisoned() && first == self.oracle.model().first_seq() {
+            // A purge may be on disk that the log did not take in (its
+            // state file's rename not known durable): the reopen judges.
+            return Ok(());
+        }
+        let purged = self.oracle.check_retention(first)?;
+        self.result.counters.retention_purges += u64::from(purged);
+        Ok(())
+    }
+}
+
+impl Oracle {
+    /// Checks `purge_before`'s outcome; `planned` is the first seq it
+    /// must keep. True if it removed something.
+    pub(crate) fn check_purge(
+        &mut self,
+        planned: u64,
+        result: &Result<u64, Error>,
+        faulted: bool,
+        in_doubt: bool,
+    ) -> Result<bool, String> {
+        let first = self.model.first_seq();
+        match result {
+            Ok(kept) if *kept == planned => {
+                self.model.purge(planned);
+                Ok(planned > first)
+            }
+            Ok(kept) => Err(format!(
+                "purge returned first seq {kept}; the segments on disk make it {planned} (it was {first})"
+            )),
+            Err(Error::Io(_)) if faulted => {
+                self.excuse(Excuse::ChangeFailedOnFault, 1);
+                if in_doubt {
+                    self.change_in_doubt = Some(InDoubt::Purge(planned));
+                }
+                Ok(false)
+            }
+            Err(error) => Err(format!("purge failed with no fault to explain it: {error}")),
+        }
+    }
+
+    /// Checks `truncate_after(seq)`'s outcome: `Some(true)` if it removed
+    /// records, `Some(false)` if it was rightly refused, `None` if it
+    /// failed on a fault or had nothing to remove.
+    pub(crate) fn check_truncate(
+        &mut self,
+        seq: u64,
+        result: &Result<(), Error>,
+        faulted: bool,
+        in_doubt: bool,
+    ) -> Result<Option<bool>, String> {
+        let (first, last) = (self.model.first_seq(), self.model.last_seq());
+        match result {
+            Ok(()) if seq + 1 >= first => {
+                self.model.truncate(seq);
+                Ok((seq < last).then_some(true))
+            }
+            Err(Error::Purged { first_seq }) if seq + 1 < first && *first_seq == first => {
+                Ok(Some(false))
+            }
+            Err(Error::Io(_)) if faulted => {
+                self.excuse(Excuse::ChangeFailedOnFault, 1);
+                if in_doubt && seq < last {
+                    self.change_in_doubt = Some(InDoubt::Truncate(seq));
+                }
+                Ok(None)
+            }
+            other => Err(format!(
+                "truncate_after({seq}) with first seq {first} and last {last} returned {other:?}"
+            )),
+        }
+    }
+
+    /// The log's first seq while it runs is the model's.
+    pub(crate) fn check_first_seq(&self, first: u64) -> Check {
+        if first != self.model.first_seq() {
+            return Err(format!(
+                "the log's first seq is {first}, the model's {}",
+                self.model.first_seq()
+            ));
+        }
+        Ok(())
+    }
+
+    /// After a commit, or at a reopen after one that lost power: the
+    /// log's first seq moved past the model's only by a purge the
+    /// retention asked for. True if it purged.
+    pub(crate) fn check_retention(&mut self, first: u64) -> Result<bool, String> {
+        let Some(window) = self.retention.take() else {
+            return self.check_first_seq(first).map(|()| false);
+        };
+        let model_first = self.model.first_seq();
+        if first == model_first {
+            return Ok(false);
+        }
+        if first < model_first || !window.starts.contains(&first) {
+            return Err(format!(
+                "the first seq went from {model_first} to {first}, not the start of a segment that was there ({:?})",
+                window.starts
+            ));
+        }
+        // Each segment purged: over the size limit, or all its records
+        // older than the age limit, when the retention looked.
+        let purged: Vec<u64> = window
+            .starts
+            .iter()
+            .copied()
+            .filter(|&start| start >= model_first && start < first)
+            .collect();
+        for (i, &start) in purged.iter().enumerate() {
+            let end = purged.get(i + 1).copied().unwrap_or(first);
+            let remaining = self.model.bytes_from(start) + window.extra_bytes;
+            let over_size = window.policy.max_bytes.is_some_and(|max| remaining > max);
+            let too_old = window.policy.max_age.is_some_and(|age| {
+                let oldest_kept = window.now_after - age.as_nanos() as i64;
+                self.model
+                    .newest_at(start..end)
+                    .is_some_and(|at| at < oldest_kept)
+            });
+            if !over_size && !too_old {
+                return Err(format!(
+                    "the retention {:?} purged the segment of seqs {start}..{end}: {remaining} bytes from it on (at most), records at {:?}, clock at most {}",
+                    window.policy,
+                    self.model.newest_at(start..end),
+                    window.now_after
+                ));
+            }
+        }
+        self.model.purge(first);
+        Ok(true)
+    }
+
+    /// At a reopen: a purge or truncation in doubt shows whole or not at
+    /// all. Returns the excuse text for a departure, if any.
+    pub(crate) fn resolve_in_doubt(&mut self, first: u64, last: u64) -> Check {
+        match self.change_in_doubt.take() {
+            Some(InDoubt::Purge(planned)) if first == planned => self.model.purge(planned),
+            Some(InDoubt::Truncate(seq)) if last == seq => self.model.truncate(seq),
+            Some(InDoubt::Purge(planned)) if first != self.model.first_seq() => {
+                return Err(format!(
+                    "after a purge to {planned} failed, the log starts at {first}: neither before ({}) nor after it",
+                    self.model.first_seq()
+                ));
+            }
+            _ => {}
+        }
+        if first != self.model.first_seq() && self.retention.is_some() {
+            self.check_retention(first)?;
+        }
+        self.retention = None;
+        self.check_first_seq(first)
+    }
+}
