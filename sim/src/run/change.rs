@@ -68,8 +68,7 @@ impl World<'_> {
         let planned = starts
             .iter()
             .copied()
-            .filter(|&start| start <= before)
-            .next_back()
+            .rfind(|&start| start <= before)
             .unwrap_or(first)
             .max(first);
         note!(
