@@ -101,6 +101,10 @@ pub enum Op {
         quota: QuotaOp,
         recovery: Option<u8>,
     },
+    /// `purge_before` keeping about (this % 101)% of the records kept.
+    Purge { keep_percent: u8, crash: CrashOp },
+    /// `truncate_after` the seq this many records before the last.
+    Truncate { back: u8, crash: CrashOp },
 }
 
 #[derive(Arbitrary, Clone, Copy, Debug, PartialEq, Eq)]
@@ -288,6 +292,17 @@ impl SimOpsInput {
                     recovery: recovery_spec(*recovery),
                     bit_flip: *bit_flip && flips_allowed,
                 }],
+                Op::Purge {
+                    keep_percent,
+                    crash,
+                } => vec![Action::Purge {
+                    keep_percent: keep_percent % 101,
+                    crash: crash.spec(),
+                }],
+                Op::Truncate { back, crash } => vec![Action::Truncate {
+                    back: u32::from(*back),
+                    crash: crash.spec(),
+                }],
                 Op::Restart { quota, recovery } => vec![Action::Reopen {
                     quota: match quota {
                         QuotaOp::Keep => QuotaChange::Keep,
@@ -332,6 +347,11 @@ impl SimOpsInput {
             // meaning: a third of the inputs create segments at the roll.
             prepare_every: 1 + u32::from(self.vfs_seed) / 3 % 3,
             actions,
+            // Likewise: a retention by size in a quarter of the inputs.
+            retention: self.vfs_seed.is_multiple_of(4).then(|| durlog::Retention {
+                max_bytes: Some(segment_bytes * (2 + u64::from(self.vfs_seed / 4 % 4))),
+                max_age: None,
+            }),
             canary_step: None,
         }
     }
