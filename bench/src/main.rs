@@ -13,6 +13,7 @@ mod guard;
 mod harness;
 mod plot;
 mod report;
+mod retention;
 mod roll;
 mod systems;
 
@@ -68,6 +69,11 @@ enum Cmd {
     /// (results/follow.md). Log size from --open-bytes, sizes from
     /// --sizes, rounds from --rounds, seconds per live run from --duration.
     Follow,
+    /// Retention and truncation: appends/s with a retention that purges
+    /// continuously next to none, and one purge of 1,000 segments
+    /// (results/retention.md). Rounds from --rounds, seconds per run from
+    /// --duration.
+    Retention,
     /// Internal: measure memory in a fresh process.
     #[command(hide = true)]
     MemoryChild {
@@ -227,6 +233,19 @@ fn run(cli: Cli) -> Result<()> {
         return Ok(());
     }
 
+    if let Cmd::Retention = cli.command {
+        let settings = settings(&options);
+        let table = retention::run(&data, settings.rounds, settings.duration_s.max(1.0));
+        if !options.keep {
+            let _ = std::fs::remove_dir_all(&data);
+        }
+        let table = table?;
+        println!("{table}");
+        std::fs::create_dir_all(&results_dir)?;
+        std::fs::write(results_dir.join("retention.md"), &table)?;
+        return Ok(());
+    }
+
     if let Cmd::Follow = cli.command {
         let settings = settings(&options);
         let table = follow::run(
@@ -327,6 +346,7 @@ fn command_name(cmd: &Cmd) -> &'static str {
         Cmd::Plot => "plot",
         Cmd::Roll { .. } => "roll",
         Cmd::Follow => "follow",
+        Cmd::Retention => "retention",
         Cmd::MemoryChild { .. } => "memory-child",
     }
 }

@@ -144,6 +144,22 @@ impl LogState {
 mod tests {
     use super::*;
 
+    /// FORMAT.md's worked example, byte for byte.
+    #[test]
+    fn the_worked_example() {
+        let state = LogState {
+            first_seq: 3,
+            truncate_after: None,
+            purged_versions: [("s".to_owned(), 2)].into(),
+        };
+        let hex: String = state.encode().iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(
+            hex,
+            "4455524c4f475354010000002f7a5c500300000000000000ffffffffffffffff01000000010073\
+             0200000000000000"
+        );
+    }
+
     #[test]
     fn a_state_reads_back_and_any_damage_is_refused() {
         let state = LogState {
