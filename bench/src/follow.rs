@@ -117,7 +117,10 @@ fn live(dir: &Path, writers: usize, subscribers: usize, seconds: f64) -> Result<
                 })
             })
             .collect();
-        handles.into_iter().map(|handle| handle.join().expect("writer")).collect()
+        handles
+            .into_iter()
+            .map(|handle| handle.join().expect("writer"))
+            .collect()
     });
     let elapsed = start.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);
@@ -148,18 +151,48 @@ fn live(dir: &Path, writers: usize, subscribers: usize, seconds: f64) -> Result<
 }
 
 /// Runs everything and returns the markdown of results/follow.md.
-pub fn run(data: &Path, log_bytes: u64, sizes: &[usize], rounds: usize, seconds: f64) -> Result<String> {
+pub fn run(
+    data: &Path,
+    log_bytes: u64,
+    sizes: &[usize],
+    rounds: usize,
+    seconds: f64,
+) -> Result<String> {
     let mut out = String::new();
-    writeln!(out, "### Catch-up: read_all over a {} MiB log, next to Open (page cache)\n", log_bytes >> 20)?;
-    writeln!(out, "| event | round | read_all | Open |\n|---|---|---|---|")?;
+    writeln!(
+        out,
+        "### Catch-up: read_all over a {} MiB log, next to Open (page cache)\n",
+        log_bytes >> 20
+    )?;
+    writeln!(
+        out,
+        "| event | round | read_all | Open |\n|---|---|---|---|"
+    )?;
     for &size in sizes {
-        catch_up(&data.join(format!("catch-up-{size}")), log_bytes, size, &mut out)?;
+        catch_up(
+            &data.join(format!("catch-up-{size}")),
+            log_bytes,
+            size,
+            &mut out,
+        )?;
     }
-    writeln!(out, "\n### Live delivery: append returned -> subscriber holds it (100 B events)\n")?;
-    writeln!(out, "| writers | subscribers | round | appends/s | p50 us | p99 us | delivered before the append returned |\n|---|---|---|---|---|---|---|")?;
+    writeln!(
+        out,
+        "\n### Live delivery: append returned -> subscriber holds it (100 B events)\n"
+    )?;
+    writeln!(
+        out,
+        "| writers | subscribers | round | appends/s | p50 us | p99 us | delivered before the append returned |\n|---|---|---|---|---|---|---|"
+    )?;
     let mut cost = String::new();
-    writeln!(cost, "\n### What live subscribers cost the writers (100 B events, alternating rounds)\n")?;
-    writeln!(cost, "| writers | round | 0 subscribers | 16 subscribers | ratio |\n|---|---|---|---|---|")?;
+    writeln!(
+        cost,
+        "\n### What live subscribers cost the writers (100 B events, alternating rounds)\n"
+    )?;
+    writeln!(
+        cost,
+        "| writers | round | 0 subscribers | 16 subscribers | ratio |\n|---|---|---|---|---|"
+    )?;
     for writers in [1, 32] {
         for round in 0..rounds {
             let without = live(&data.join("live"), writers, 0, seconds)?;

@@ -63,7 +63,10 @@ fn appends(dir: &Path, writers: usize, retention: bool, seconds: f64) -> Result<
                 })
             })
             .collect();
-        handles.into_iter().map(|handle| handle.join().expect("writer")).collect()
+        handles
+            .into_iter()
+            .map(|handle| handle.join().expect("writer"))
+            .collect()
     });
     let elapsed = start.elapsed().as_secs_f64();
     let stats = log.stats();
