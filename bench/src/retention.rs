@@ -119,7 +119,7 @@ fn purge_thousand(dir: &Path, out: &mut String) -> Result<()> {
     writeln!(
         out,
         "| {segments} segments of {} KiB, {} streams | {:.1} ms ({} segments, {purged} records) | {:.2} ms | {:.2} ms |",
-        SEGMENT_BYTES / 4 >> 10,
+        (SEGMENT_BYTES / 4) >> 10,
         shape.streams,
         purge_s * 1e3,
         segments - 1,
