@@ -50,9 +50,9 @@ P=[
 ("19-purge-deletes-before-the-marker","Retention: a purge removes its segments before the state file naming the new first seq is durable",[
  ("engine/src/log/retention.rs","        self.write_state_or_poison(&plan.state)?;\n        // Decided: the state","        // Decided: the state"),
  ("engine/src/log/retention.rs","        if let Err(error) = removed {\n            self.poison(error);\n        }\n        let mut shared","        if let Err(error) = removed {\n            self.poison(error);\n        }\n        self.write_state_or_poison(&plan.state)?;\n        let mut shared")]),
-("20-purge-newest-first","Retention (the issue's plant): a purge removes its segments newest first; harmless here, since the state file is durable before any removal",[
+("harmless/20-purge-newest-first","Retention (the issue's plant): a purge removes its segments newest first; harmless here, since the state file is durable before any removal",[
  ("engine/src/log/retention.rs","            .paths\n            .iter()\n            .try_for_each","            .paths\n            .iter()\n            .rev()\n            .try_for_each")]),
-("21-no-dir-sync-after-purge","Retention (the issue's plant): no directory sync after a purge's removals; harmless here, since recovery removes what the state file disowns",[
+("harmless/21-no-dir-sync-after-purge","Retention (the issue's plant): no directory sync after a purge's removals; harmless here, since recovery removes what the state file disowns",[
  ("engine/src/log/retention.rs","            .try_for_each(|path| vfs.remove_file(path))\n            .and_then(|()| vfs.sync_dir(dir));\n        if let Err(error) = removed {\n            self.poison(error);","            .try_for_each(|path| vfs.remove_file(path));\n        let _ = dir;\n        if let Err(error) = removed {\n            self.poison(error);")]),
 ("22-state-rename-not-synced","Retention: the state file renamed into place without a directory sync, so a purge or a truncation is acknowledged before it is durable",[
  ("engine/src/recovery/state.rs","    vfs.rename(&temp, &dir.join(STATE_FILE_NAME))\n        .and_then(|()| vfs.sync_dir(dir))\n","    vfs.rename(&temp, &dir.join(STATE_FILE_NAME))\n")]),
@@ -81,5 +81,6 @@ for name, desc, subs in P:
     # No timestamps, so a regeneration changes only what changed.
     diff=re.sub(r'^((?:---|\+\+\+) \S+)\t.*$', r'\1', diff, flags=re.M)
     shutil.rmtree(scratch)
+    os.makedirs(os.path.dirname(f'{out}/{name}.patch'), exist_ok=True)
     open(f'{out}/{name}.patch','w').write(f'# {desc}\n'+diff)
     print(name)
