@@ -39,35 +39,7 @@ pub fn run(
     output: &mut dyn Write,
     notes: &mut dyn Write,
 ) -> Result<u64, CliError> {
-    // One append per process: a next segment prepared ahead would only be
-    // removed by the next process's Open, so none is.
-    let tuning = Tuning {
-        next_segment: NextSegment::CreateAtRoll,
-        ..Tuning::default()
-    };
-    let log = Log::open_tuned(PosixVfs, args.dir, options, tuning)
-        .map_err(|error| CliError::log(args.dir, error))?;
-    if let Tail::Torn {
-        file,
-        offset,
-        bytes,
-        reason,
-        may_be_acknowledged,
-    } = &log.recovery().tail
-    {
-        // Only a note: recovery did what the format promises, but the user
-        // should know what was dropped, as far as the bytes tell.
-        let what = if *may_be_acknowledged {
-            "a record that may have been acknowledged: one flipped bit would make it valid, and nothing after it proves it was synced"
-        } else {
-            "an append that was never acknowledged"
-        };
-        let _ = writeln!(
-            notes,
-            "durlog append: recovered {}: cut a torn tail of {bytes} bytes at offset {offset} ({what}: {reason})",
-            file.display()
-        );
-    }
+    let log = open_writer(args.dir, options, "append", notes)?;
     let mut line = Vec::new();
     let mut appended = 0;
     loop {
@@ -96,4 +68,47 @@ pub fn run(
                 source,
             })?;
     }
+}
+
+/// Opens the log in `dir` for a writer's command (`append`, `purge`,
+/// `truncate`): recovery runs, and the directory's lock is taken, so while
+/// another writer has the log this fails at once with `Error::Locked`. A
+/// note about a recovered torn tail goes to `notes`, prefixed with the
+/// command's name. Creates the directory if it is missing.
+pub(crate) fn open_writer(
+    dir: &Path,
+    options: Options,
+    command: &str,
+    notes: &mut dyn Write,
+) -> Result<Log, CliError> {
+    // One command per process: a next segment prepared ahead would only be
+    // removed by the next process's Open, so none is.
+    let tuning = Tuning {
+        next_segment: NextSegment::CreateAtRoll,
+        ..Tuning::default()
+    };
+    let log = Log::open_tuned(PosixVfs, dir, options, tuning)
+        .map_err(|error| CliError::log(dir, error))?;
+    if let Tail::Torn {
+        file,
+        offset,
+        bytes,
+        reason,
+        may_be_acknowledged,
+    } = &log.recovery().tail
+    {
+        // Only a note: recovery did what the format promises, but the user
+        // should know what was dropped, as far as the bytes tell.
+        let what = if *may_be_acknowledged {
+            "a record that may have been acknowledged: one flipped bit would make it valid, and nothing after it proves it was synced"
+        } else {
+            "an append that was never acknowledged"
+        };
+        let _ = writeln!(
+            notes,
+            "durlog {command}: recovered {}: cut a torn tail of {bytes} bytes at offset {offset} ({what}: {reason})",
+            file.display()
+        );
+    }
+    Ok(log)
 }

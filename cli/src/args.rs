@@ -8,9 +8,10 @@ use clap::{Parser, Subcommand};
 use crate::append::DEFAULT_EVENT_TYPE;
 
 const AFTER_HELP: &str = "\
-Only `append` writes. `read`, `dump`, `streams` and `verify` never create,
-truncate or sync anything: a torn tail stays in place until the next
-`append` (which opens the log and truncates it).
+Only `append`, `purge` and `truncate` write, one at a time per log (each
+takes the log's lock). `read`, `tail`, `dump`, `streams` and `verify` never
+create, truncate or sync anything: a torn tail stays in place until the
+next writer (which opens the log and truncates it).
 
 Exit codes: 0 on success; 1 on an error, with one line on stderr naming the
 path (and the offset where there is one). `verify` follows fsck instead:
@@ -47,6 +48,39 @@ pub enum Command {
         /// Size limit of a segment file in bytes; 0 means the default (64 MiB).
         #[arg(long, value_name = "BYTES", default_value_t = 0)]
         segment_bytes: u64,
+    },
+    /// Remove the oldest records: every sealed segment all of whose
+    /// records have a seq below SEQ. A writer, like `append`: it fails at
+    /// once while another writer has the log.
+    ///
+    /// Only whole segments go, oldest first, and never the last one (the
+    /// one appends go to), so records below SEQ may stay. Prints one line
+    /// once the purge is durable: the segments, records and bytes removed,
+    /// and the first seq the log keeps. The streams keep their versions:
+    /// a stream's next event continues after its purged ones, and `read`
+    /// of a purged version fails naming the first version kept. A torn
+    /// tail is truncated first, as by `append`; a missing directory is an
+    /// error.
+    Purge {
+        /// The log directory.
+        dir: PathBuf,
+        /// Remove the segments whose records all have a seq below SEQ.
+        #[arg(long, value_name = "SEQ")]
+        before: u64,
+    },
+    /// Remove every record with a seq above SEQ; the streams they held go
+    /// back to their earlier versions. A writer, like `append`.
+    ///
+    /// Prints one line once the truncation is durable: the records and
+    /// bytes removed and the last seq kept. SEQ at or past the last seq
+    /// changes nothing; SEQ below the first seq kept minus one (that is,
+    /// back into records a purge removed) is refused.
+    Truncate {
+        /// The log directory.
+        dir: PathBuf,
+        /// Keep the records up to this seq (0 keeps none).
+        #[arg(long, value_name = "SEQ")]
+        after: u64,
     },
     /// Print STREAM's events, one per line. Read-only.
     ///
@@ -89,7 +123,8 @@ pub enum Command {
     Tail {
         /// The log directory.
         dir: PathBuf,
-        /// First seq to print (seqs start at 1).
+        /// First seq to print (seqs start at 1; 1 means the first record
+        /// the log keeps, after a purge too).
         #[arg(long, value_name = "SEQ", default_value_t = 1)]
         from: u64,
         /// Keep printing new events until interrupted.
@@ -112,6 +147,11 @@ pub enum Command {
     /// commas. Names are escaped as in `read` (a comma in a type as \x2c).
     /// The last line, starting with "# tail:", says how the last segment
     /// ends (clean, zero bytes, or a torn tail) and totals the log.
+    ///
+    /// A log that was purged or truncated has a state file (durlog.state):
+    /// lines starting with "# state:" after the header say what it holds
+    /// (the first seq kept, a truncation under way, and each stream's
+    /// purged versions). A log without one prints none.
     Dump {
         /// The log directory.
         dir: PathBuf,
@@ -126,6 +166,9 @@ pub enum Command {
     /// damaged); 8 an operational error (missing directory, permission);
     /// 16 a usage error. Prints one line: on stdout when clean, else on
     /// stderr, naming the file and offset and, for a torn tail, its bytes.
+    /// After a purge the line names the first seq kept, and it says when a
+    /// purge or truncation that a crash interrupted has files left for the
+    /// next writer to remove.
     Verify {
         /// The log directory.
         dir: PathBuf,

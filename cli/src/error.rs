@@ -16,6 +16,21 @@ pub enum CliError {
         /// What the engine reported.
         source: durlog::Error,
     },
+    /// `read` asked for events of a stream that a purge removed.
+    #[error("{}", purged_message(dir, stream, *from, *first_seq, *kept))]
+    Purged {
+        /// The log directory the command was given.
+        dir: PathBuf,
+        /// The stream read.
+        stream: String,
+        /// The first version asked for.
+        from: u64,
+        /// The seq of the first record the log keeps.
+        first_seq: u64,
+        /// What is left of the stream: its first version kept, or its
+        /// version if a purge removed every event of it.
+        kept: Kept,
+    },
     /// Reading standard input failed.
     #[error("reading standard input: {0}")]
     Input(io::Error),
@@ -58,6 +73,29 @@ impl CliError {
     pub fn one_line(&self) -> String {
         one_line(&self.to_string())
     }
+}
+
+/// What a purge left of a stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kept {
+    /// Its events from this version on.
+    From(u64),
+    /// None of its events: every one up to this version was purged.
+    None(u64),
+}
+
+/// `DIR: stream "s": version 1 was purged ...`, and what to read instead.
+fn purged_message(dir: &Path, stream: &str, from: u64, first_seq: u64, kept: Kept) -> String {
+    let what = match kept {
+        Kept::From(version) => format!(
+            "its events from version {version} on are kept: read them with --from {version}"
+        ),
+        Kept::None(version) => format!("every one of its {version} events was purged"),
+    };
+    format!(
+        "{}: stream {stream:?}: version {from} was purged (the log keeps seq {first_seq} and later); {what}",
+        dir.display()
+    )
 }
 
 /// `text` with every line break replaced by a space.

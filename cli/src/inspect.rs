@@ -1,8 +1,9 @@
 //! The read-only commands: `read`, `dump` and `streams`. None of them
 //! changes a byte: `read` and `streams` open the log with
 //! `Log::open_read_only` (no directory created, no torn tail truncated,
-//! nothing synced), `dump` runs the recovery scan alone. A torn tail is
-//! left in place; they see the valid records before it.
+//! nothing synced), `dump` runs the recovery scan alone (and reads the
+//! state file, if any). A torn tail is left in place; they see the valid
+//! records before it.
 
 use std::io::{self, Write};
 use std::path::Path;
@@ -11,8 +12,9 @@ use durlog::recovery::{RecordInfo, visit_records};
 use durlog::vfs::PosixVfs;
 use durlog::{Event, Log, RecoveryReport, Tail, decode_batch};
 
-use crate::error::CliError;
+use crate::error::{CliError, Kept};
 use crate::escape::escape;
+use crate::state::{read_state, state_lines};
 use crate::time::rfc3339_nanos;
 use crate::verify::plural;
 
@@ -59,7 +61,7 @@ pub fn read(args: &ReadArgs<'_>, output: &mut dyn Write) -> Result<(), CliError>
         let page = remaining.min(READ_PAGE_EVENTS) as usize;
         let events = log
             .read(args.stream, next, page)
-            .map_err(|error| CliError::log(args.dir, error))?;
+            .map_err(|error| read_error(args, &log, next, error))?;
         let Some(last) = events.last() else { break };
         assert_eq!(
             events[0].version, next,
@@ -77,6 +79,32 @@ pub fn read(args: &ReadArgs<'_>, output: &mut dyn Write) -> Result<(), CliError>
         }
     }
     output.flush().map_err(CliError::Output)
+}
+
+/// The error of a `read` from version `from`: for one a purge caused, the
+/// stream's first version kept, which the state file says (`--from` is a
+/// version, and the engine's error names only the first seq kept).
+fn read_error(args: &ReadArgs<'_>, log: &Log, from: u64, error: durlog::Error) -> CliError {
+    let durlog::Error::Purged { first_seq } = error else {
+        return CliError::log(args.dir, error);
+    };
+    let purged =
+        read_state(args.dir).and_then(|state| state.purged_versions.get(args.stream).copied());
+    let Some(purged) = purged else {
+        return CliError::log(args.dir, error);
+    };
+    let version = log.version(args.stream);
+    CliError::Purged {
+        dir: args.dir.to_path_buf(),
+        stream: args.stream.to_owned(),
+        from,
+        first_seq,
+        kept: if purged < version {
+            Kept::From(purged + 1)
+        } else {
+            Kept::None(version)
+        },
+    }
 }
 
 fn write_text(output: &mut dyn Write, event: &Event) -> io::Result<()> {
@@ -130,7 +158,8 @@ pub fn streams(dir: &Path, prefix: &str, output: &mut dyn Write) -> Result<(), C
 /// The first line of `dump`'s output: the column names.
 pub const DUMP_HEADER: &str = "# file\toffset\tseq\tlength\tstream\tversions\ttypes";
 
-/// `durlog dump`: a header, every valid record (file name, offset, seq,
+/// `durlog dump`: a header, the state file's content if the log has one
+/// (`# state: ` lines), every valid record (file name, offset, seq,
 /// length with header, stream, first..last version, the distinct event
 /// types in order of first appearance, comma separated), then one line with
 /// the tail state. Names are escaped, and a comma inside a type as `\x2c`.
@@ -139,6 +168,15 @@ pub const DUMP_HEADER: &str = "# file\toffset\tseq\tlength\tstream\tversions\tty
 pub fn dump(dir: &Path, output: &mut dyn Write) -> Result<(), CliError> {
     let mut output = io::BufWriter::new(output);
     writeln!(output, "{DUMP_HEADER}").map_err(CliError::Output)?;
+    // A state file that cannot be read or decoded prints nothing here: the
+    // scan below refuses it, naming it.
+    for line in read_state(dir)
+        .as_ref()
+        .map(state_lines)
+        .unwrap_or_default()
+    {
+        writeln!(output, "{line}").map_err(CliError::Output)?;
+    }
     // The scan cannot be stopped from the visitor: keep the first write
     // error and stop writing.
     let mut write_error: Option<io::Error> = None;

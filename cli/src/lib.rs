@@ -6,6 +6,9 @@
 //! - [`inspect`]: `read`, `dump` and `streams`, all read-only: they open the
 //!   log with `Log::open_read_only` or scan it with `durlog::recovery`, so
 //!   they never create, truncate or sync anything.
+//! - [`retention`]: `purge` and `truncate`, the writer's commands that
+//!   shrink a log; like `append`, they take the log's lock.
+//! - [`state`]: the log's state file, as `dump` and `read` show it.
 //! - [`tail`]: every event of the whole log in commit order, and, with
 //!   `--follow`, each new one as it appears in the files.
 //! - [`verify`]: the fsck-style verdict and its exit code.
@@ -19,6 +22,8 @@ pub mod args;
 pub mod error;
 pub mod escape;
 pub mod inspect;
+pub mod retention;
+pub mod state;
 pub mod tail;
 pub mod time;
 pub mod verify;

@@ -1,6 +1,6 @@
-//! `durlog`: append to, read, dump, verify and list a durlog log directory
-//! from the shell. Argument parsing and exit codes only; the commands are
-//! in the `durlog_cli` library.
+//! `durlog`: append to, read, dump, verify, purge and list a durlog log
+//! directory from the shell. Argument parsing and exit codes only; the
+//! commands are in the `durlog_cli` library.
 
 use std::ffi::OsStr;
 use std::io::{self, Write};
@@ -12,6 +12,7 @@ use durlog_cli::CliError;
 use durlog_cli::append::{self, AppendArgs};
 use durlog_cli::args::{Cli, Command};
 use durlog_cli::inspect::{self, ReadArgs, ReadFormat};
+use durlog_cli::retention;
 use durlog_cli::tail::{self, TailArgs};
 use durlog_cli::verify::{self, EXIT_USAGE};
 
@@ -105,6 +106,24 @@ fn main() -> ExitCode {
             };
             ("tail", tail::run(&args, &mut io::stdout().lock()))
         }
+        Command::Purge { dir, before } => (
+            "purge",
+            retention::purge(
+                dir,
+                *before,
+                &mut io::stdout().lock(),
+                &mut io::stderr().lock(),
+            ),
+        ),
+        Command::Truncate { dir, after } => (
+            "truncate",
+            retention::truncate(
+                dir,
+                *after,
+                &mut io::stdout().lock(),
+                &mut io::stderr().lock(),
+            ),
+        ),
         Command::Dump { dir } => ("dump", inspect::dump(dir, &mut io::stdout().lock())),
         Command::Streams { dir, prefix } => (
             "streams",

@@ -34,7 +34,7 @@ const POLL_READ_BYTES: u64 = 256 << 10;
 #[derive(Clone, Debug)]
 pub struct TailArgs<'a> {
     pub dir: &'a Path,
-    /// The first seq printed (0 and 1 both mean the first record).
+    /// The first seq printed (0 and 1 both mean the first record kept).
     pub from: u64,
     /// Keep printing new records until interrupted.
     pub follow: bool,
@@ -48,7 +48,12 @@ pub struct TailArgs<'a> {
 pub fn run(args: &TailArgs<'_>, output: &mut dyn Write) -> Result<(), CliError> {
     let log =
         Log::open_read_only(PosixVfs, args.dir).map_err(|error| CliError::log(args.dir, error))?;
-    let mut next = args.from.max(1);
+    // 1 (the default) is the first record the log keeps, also after a
+    // purge; a later seq that a purge removed is an error.
+    let mut next = match args.from {
+        0 | 1 => log.first_seq(),
+        from => from,
+    };
     loop {
         let commits = log
             .read_all(next, PAGE_RECORDS)

@@ -50,14 +50,31 @@ pub fn run(dir: &Path) -> Verdict {
 }
 
 fn judge(dir: &Path, report: &RecoveryReport) -> Verdict {
+    // A log never purged starts at seq 1, and its line stays as it was
+    // before logs could be purged.
+    let first_seq = match report.first_seq {
+        1 => String::new(),
+        seq => format!("first seq {seq}, "),
+    };
     let mut summary = format!(
-        "{}: {}, {} of {} bytes, last seq {}",
+        "{}: {}, {} of {} bytes, {first_seq}last seq {}",
         dir.display(),
         plural(report.segments as u64, "segment"),
         plural(report.records, "record"),
         report.record_bytes,
         report.last_seq
     );
+    if let Some(seq) = report.truncating {
+        summary.push_str(&format!(
+            "; truncation under way after seq {seq}: the records after it are no longer the log's, and the next writer (`durlog append`, Log::open) removes them"
+        ));
+    }
+    if report.purged_leftovers > 0 {
+        summary.push_str(&format!(
+            "; {} left to remove (a purge removed them from the log; the next writer deletes the files)",
+            plural(report.purged_leftovers as u64, "purged segment")
+        ));
+    }
     if !report.ignored.is_empty() {
         let names: Vec<String> = report
             .ignored
