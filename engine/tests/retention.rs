@@ -393,6 +393,9 @@ fn truncating_before_the_purged_prefix_is_refused_and_changes_nothing() {
     let first = log.purge_before(15).unwrap();
     let before = view(&log);
     let files = vfs.files();
+    // Truncating after any seq past the last changes nothing.
+    log.truncate_after(u64::MAX).unwrap();
+    assert_eq!(view(&log), before);
     let refused = log.truncate_after(first - 2);
     assert!(
         matches!(refused, Err(Error::Purged { first_seq }) if first_seq == first),

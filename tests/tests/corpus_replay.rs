@@ -24,10 +24,10 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
-use durlog::{decode_batch, parse_record};
+use durlog::{LogState, decode_batch, parse_record};
 use durlog_tests::fuzz_targets::{
     RecoverInput, decode, fuzz_cli, fuzz_cli_args, fuzz_decode_batch, fuzz_parse_record,
-    fuzz_recover, fuzz_sim_ops,
+    fuzz_recover, fuzz_sim_ops, fuzz_state_file,
 };
 
 /// The most heap one corpus input may hold at once. No input of these
@@ -162,6 +162,12 @@ fn directory_valid(bytes: &[u8]) -> Result<(), String> {
     }
 }
 
+/// A `valid_*` state_file seed: a state file.
+fn state_accepted(bytes: &[u8]) -> Result<(), String> {
+    LogState::decode(bytes).map_err(|error| error.to_string())?;
+    Ok(())
+}
+
 /// Seeds of the targets with no `valid_*` convention.
 fn no_check(_: &[u8]) -> Result<(), String> {
     Ok(())
@@ -175,6 +181,11 @@ fn parse_record_corpus_replays() {
 #[test]
 fn decode_batch_corpus_replays() {
     replay("decode_batch", fuzz_decode_batch, batch_accepted);
+}
+
+#[test]
+fn state_file_corpus_replays() {
+    replay("state_file", fuzz_state_file, state_accepted);
 }
 
 #[test]

@@ -224,7 +224,7 @@ impl Log {
         let plan = {
             let shared = lock(&self.shared);
             let state = &shared.state;
-            if seq + 1 < state.first_seq {
+            if seq < state.first_seq - 1 {
                 return Err(Error::Purged {
                     first_seq: state.first_seq,
                 });
