@@ -19,6 +19,7 @@ mod log;
 pub mod recovery;
 mod segment;
 mod stats;
+mod sync;
 
 pub use durlog_vfs as vfs;
 pub use error::{Error, Expected};

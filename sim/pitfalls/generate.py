@@ -48,8 +48,8 @@ P=[
  ("engine/src/log/commit.rs","        Err(failure) => {\n            commit.poisoned |= failure.poisoned;","        Err(failure) => {\n            if (group.segment as usize) < state.segments.len() {\n                acknowledge(commit, state, stats, &group);\n            }\n            commit.poisoned |= failure.poisoned;"),
  ("engine/src/log/mod.rs","        if durable && let Some(segment_first_seq) = segment_first_seq {","        if let Some(segment_first_seq) = segment_first_seq {")]),
 ("19-purge-deletes-before-the-marker","Retention: a purge removes its segments before the state file naming the new first seq is durable",[
- ("engine/src/log/retention.rs","        self.write_state_or_poison(&plan.state)?;\n        // Decided: the state","        // Decided: the state"),
- ("engine/src/log/retention.rs","        if let Err(error) = removed {\n            self.poison(error);\n        }\n        let mut shared","        if let Err(error) = removed {\n            self.poison(error);\n        }\n        self.write_state_or_poison(&plan.state)?;\n        let mut shared")]),
+ ("engine/src/log/retention.rs","        self.write_state_or_poison(&plan.state)?;\n        // Decided: the state file disowns","        for path in &plan.paths {\n            vfs.remove_file(path)?;\n        }\n        vfs.sync_dir(dir)?;\n        self.write_state_or_poison(&plan.state)?;\n        // Decided: the state file disowns"),
+ ("engine/src/log/retention.rs","            .try_for_each(|path| vfs.remove_file(path))\n            .and_then(|()| vfs.sync_dir(dir));\n        if let Err(error) = removed {\n            self.poison(error);\n        }\n        Ok(())","            .try_for_each(|_| Ok(()))\n            .and_then(|()| vfs.sync_dir(dir));\n        if let Err(error) = removed {\n            self.poison(error);\n        }\n        Ok(())")]),
 ("harmless/20-purge-newest-first","Retention (the issue's plant): a purge removes its segments newest first; harmless here, since the state file is durable before any removal",[
  ("engine/src/log/retention.rs","            .paths\n            .iter()\n            .try_for_each","            .paths\n            .iter()\n            .rev()\n            .try_for_each")]),
 ("harmless/21-no-dir-sync-after-purge","Retention (the issue's plant): no directory sync after a purge's removals; harmless here, since recovery removes what the state file disowns",[
@@ -60,6 +60,16 @@ P=[
  ("engine/src/recovery/state.rs","    for (stream, version) in &state.purged_versions {\n        index.seed(stream, *version);\n    }\n","    let _ = state;\n")]),
 ("24-truncation-marker-cleared-first","Truncation: the state file stops naming the truncation before its removals and its cut are durable",[
  ("engine/src/log/retention.rs","        self.write_state_or_poison(&plan.under_way)?;\n        // Decided: the state file names","        self.write_state_or_poison(&LogState {\n            truncate_after: None,\n            ..plan.under_way.clone()\n        })?;\n        // Decided: the state file names")]),
+("threads/01-leader-wakes-no-successor","Threads: a leader publishes its group without waking the next leader (a lost wake-up)",[
+ ("engine/src/log/commit.rs","        {\n            threads.push(next.clone());\n        }","        {\n            let _ = next;\n        }")]),
+("threads/02-roll-publishes-before-the-dir-sync","Threads: a roll's directory sync done after the group is published (the woken appenders return first)",[
+ ("engine/src/log/writer.rs","        settings\n            .vfs\n            .sync_dir(&settings.dir)\n            .map_err(GroupFailure::poisoning)?;\n",""),
+ ("engine/src/log/mod.rs","        for thread in threads.drain(..) {\n            thread.unpark();\n        }\n        if durable","        for thread in threads.drain(..) {\n            thread.unpark();\n        }\n        if durable && group_rolled {\n            thread::yield_now();\n            let _ = self.settings.vfs.sync_dir(&self.settings.dir);\n        }\n        if durable"),
+ ("engine/src/log/mod.rs","        let (segment, offset) = (group.segment, group.offset);","        let (segment, offset) = (group.segment, group.offset);\n        let group_rolled = group.roll_to.is_some();")]),
+("threads/03-roll-spins-on-the-preparer","Threads: a roll waits for the preparer holding the writer's lock, which the preparer needs to finish",[
+ ("engine/src/log/writer.rs","            while matches!(writer.next, Next::Preparing(_)) {\n                writer = self.wait(writer);\n            }","            while matches!(writer.next, Next::Preparing(_)) {\n                crate::sync::thread::yield_now();\n            }")]),
+("threads/04-lock-order-inversion","Threads: stats() takes the shared lock (rank 1) while holding the writer's (rank 2), against the lock order",[
+ ("engine/src/log/mod.rs","        let mut stats = lock(&self.shared).stats.clone();\n","        let held = self.writer.as_ref().map(|writer| writer.lock());\n        let mut stats = lock(&self.shared).stats.clone();\n        drop(held);\n")]),
 ]
 for name, desc, subs in P:
     scratch=tempfile.mkdtemp(prefix='durlog-pitfall-')

@@ -185,12 +185,16 @@ fn regression_seeds_pass() {
 #[test]
 fn pitfall_patches_apply() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let mut patches: Vec<_> = ["sim/pitfalls", "sim/pitfalls/harmless"]
-        .iter()
-        .flat_map(|dir| std::fs::read_dir(root.join(dir)).unwrap())
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| path.extension().is_some_and(|ext| ext == "patch"))
-        .collect();
+    let mut patches: Vec<_> = [
+        "sim/pitfalls",
+        "sim/pitfalls/harmless",
+        "sim/pitfalls/threads",
+    ]
+    .iter()
+    .flat_map(|dir| std::fs::read_dir(root.join(dir)).unwrap())
+    .map(|entry| entry.unwrap().path())
+    .filter(|path| path.extension().is_some_and(|ext| ext == "patch"))
+    .collect();
     patches.sort();
     assert!(
         patches.len() >= 13,

@@ -9,13 +9,13 @@
 //! I/O between [`form_group`] and [`publish`], without the lock.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::thread::Thread;
 
 use crate::error::{Error, Expected};
 use crate::format::{HEADER_SIZE, batch_stream, set_first_version};
 use crate::index::{Index, Location};
 use crate::segment::SegmentMeta;
 use crate::stats::Stats;
+use crate::sync::thread::Thread;
 
 use super::settings::Settings;
 

@@ -30,9 +30,7 @@
 //! [`Log::commit_next_group`] itself, in a seeded order, with no threads.
 
 use std::path::Path;
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::thread;
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::error::{Error, Expected};
@@ -40,6 +38,8 @@ use crate::format::{Event, MAX_NAME_BYTES, MAX_PAYLOAD_BYTES, batch_encoded_len,
 use crate::recovery::RecoveryReport;
 use crate::segment::Handles;
 use crate::stats::Stats;
+pub(crate) use crate::sync::lock;
+use crate::sync::{Mutex, MutexGuard, Ordering, thread};
 
 mod all;
 mod commit;
@@ -71,7 +71,8 @@ use writer::WriterSide;
 /// # Locks
 ///
 /// A thread holding one of these locks takes only locks ranked after it,
-/// never one before:
+/// never one before (each mutex carries its `Rank`, and debug builds check
+/// every acquisition: `crate::sync`):
 ///
 /// 1. `shared`: the group commit's queue and outcomes, the committed state
 ///    and the stats. A leader releases it for its group's I/O.
@@ -79,9 +80,12 @@ use writer::WriterSide;
 ///    `wanted`): the active segment and the next segment's preparation.
 /// 3. the preparing thread's handle (`Preparer::thread`), taken under the
 ///    writer's lock when a segment first gets half full.
+/// 4. leaves: `handles`, `spare_payloads` and the feed's lock. No other
+///    lock is taken while one of them is held.
 ///
-/// `handles`, `spare_payloads` and the feed's lock are leaves: no other
-/// lock is taken while one of them is held.
+/// The lead of the group commit (`GroupCommit::committing`, claimed under
+/// `shared`) is held across a group's I/O, a purge's or a truncation's,
+/// and excludes the others; no mutex is held while waiting for it.
 pub struct Log {
     settings: Arc<Settings>,
     recovery: RecoveryReport,
@@ -115,12 +119,6 @@ struct Shared {
     stats: Stats,
     /// What the log keeps, applied at rolls.
     retention: Retention,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic elsewhere cannot leave these structures half-updated in a way
-    // that matters more than refusing service, which `poisoned` handles.
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Log {

@@ -4,7 +4,7 @@
 
 use std::io;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use durlog_vfs::{FileLock, OpenMode, PosixVfs, Vfs, VfsFile};
 
@@ -13,6 +13,7 @@ use crate::format::{LogState, STATE_TEMP_NAME};
 use crate::recovery::{self, RecoveryReport, Scanned, Tail, write_state};
 use crate::segment::Handles;
 use crate::stats::Stats;
+use crate::sync::{Mutex, Rank};
 
 use super::commit::{Committed, GroupCommit};
 use super::settings::{NextSegment, Options, Settings, Tuning};
@@ -227,18 +228,21 @@ fn assemble(
         settings,
         recovery: report,
         feed,
-        shared: Arc::new(Mutex::new(Shared {
-            commit: GroupCommit::default(),
-            state,
-            stats: Stats {
-                syncs,
-                ..Stats::default()
+        shared: Arc::new(Mutex::new(
+            Rank::Shared,
+            Shared {
+                commit: GroupCommit::default(),
+                state,
+                stats: Stats {
+                    syncs,
+                    ..Stats::default()
+                },
+                retention: Retention::default(),
             },
-            retention: Retention::default(),
-        })),
+        )),
         writer,
-        handles: Mutex::new(Handles::default()),
-        spare_payloads: Mutex::new(Vec::new()),
+        handles: Mutex::new(Rank::Leaf, Handles::default()),
+        spare_payloads: Mutex::new(Rank::Leaf, Vec::new()),
         lock: None,
     }
 }

@@ -5,14 +5,13 @@
 //! (`NextSegment::Background`), or the caller (`NextSegment::OnCall`).
 
 use std::io;
-use std::sync::Mutex;
-use std::thread::{self, JoinHandle};
 
 use durlog_vfs::OpenMode;
 
-use super::lock;
 use super::settings::NextSegment;
 use super::writer::{Writer, WriterSide};
+use crate::sync::thread::{self, JoinHandle};
+use crate::sync::{Mutex, Rank, lock};
 
 /// The next segment's zeros are written and synced this much at a time:
 /// a writer's sync that meets the preparation's waits for one piece's
@@ -45,7 +44,6 @@ impl Next {
 }
 
 /// The thread that prepares segments, once started.
-#[derive(Default)]
 pub(crate) struct Preparer {
     /// Lock rank 3 (see `Log`): taken under the writer's lock when a
     /// segment first gets half full.
@@ -157,6 +155,14 @@ impl WriterSide {
             self.wanted.notify_all();
             // A panic there has been reported by the thread itself.
             let _ = thread.join();
+        }
+    }
+}
+
+impl Default for Preparer {
+    fn default() -> Preparer {
+        Preparer {
+            thread: Mutex::new(Rank::PreparerThread, None),
         }
     }
 }

@@ -21,7 +21,6 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::thread;
 use std::time::Duration;
 
 use durlog_vfs::{OpenMode, VfsFile};
@@ -30,6 +29,7 @@ use crate::error::Error;
 use crate::format::{LogState, decode_batch, parse_record};
 use crate::recovery::{StateWrite, write_state};
 use crate::segment::read_record_bytes;
+use crate::sync::thread;
 
 use super::commit::{Committed, GroupFailure};
 use super::writer::WriterSide;
@@ -276,9 +276,21 @@ impl Log {
     pub(super) fn purge(&self, plan: &PurgePlan) -> Result<(), Error> {
         let (vfs, dir) = (self.settings.vfs.as_ref(), self.settings.dir.as_path());
         self.write_state_or_poison(&plan.state)?;
-        // Decided: the state file disowns these segments, so a crash from
-        // here leaves files that Open removes, in any order, and a
-        // failure only leaves them to it (the log is poisoned).
+        // Decided: the state file disowns these segments. Readers learn it
+        // before any file goes, so one that loses a file looks again and
+        // finds the purge, never a missing segment.
+        // The feed first: a subscriber must never find the log without the
+        // records its feed still promises (it would look for them again
+        // and again).
+        self.feed.purged(plan.first_seq);
+        let mut shared = lock(&self.shared);
+        shared.state.apply_purge(plan);
+        shared.stats.purges += 1;
+        shared.stats.segments_purged += plan.count as u64;
+        drop(shared);
+        lock(&self.handles).forget_before(plan.first_id);
+        // A crash from here leaves files that Open removes, in any order,
+        // and a failure only leaves them to it (the log is poisoned).
         let removed = plan
             .paths
             .iter()
@@ -287,13 +299,6 @@ impl Log {
         if let Err(error) = removed {
             self.poison(error);
         }
-        let mut shared = lock(&self.shared);
-        shared.state.apply_purge(plan);
-        shared.stats.purges += 1;
-        shared.stats.segments_purged += plan.count as u64;
-        drop(shared);
-        self.feed.purged(plan.first_seq);
-        lock(&self.handles).forget_before(plan.first_id);
         Ok(())
     }
 
@@ -301,13 +306,19 @@ impl Log {
         let (vfs, dir) = (self.settings.vfs.as_ref(), self.settings.dir.as_path());
         self.write_state_or_poison(&plan.under_way)?;
         // Decided: the state file names the truncation, so Open finishes
-        // it whatever happens from here; a failure only leaves it to
-        // Open (the log is poisoned).
+        // it whatever happens from here. Readers learn it before any byte
+        // goes; no group forms while this holds the lead.
+        // The feed first, as for a purge.
+        self.feed.truncated(plan.last_seq);
         let (keep_path, keep_id) = {
-            let shared = lock(&self.shared);
+            let mut shared = lock(&self.shared);
             let segment = &shared.state.segments[plan.keep];
-            (segment.path.clone(), segment.id)
+            let kept = (segment.path.clone(), segment.id);
+            shared.state.apply_truncate(plan);
+            shared.stats.truncations += 1;
+            kept
         };
+        lock(&self.handles).forget_after(keep_id);
         let mut held = writer.lock();
         let done = (|| {
             for path in plan.removed.iter().rev() {
@@ -329,15 +340,10 @@ impl Log {
             write_state(vfs, dir, &finished).map_err(StateWrite::into_io)
         })();
         drop(held);
+        // A failure only leaves the rest to Open (the log is poisoned).
         if let Err(error) = done {
             self.poison(error);
         }
-        let mut shared = lock(&self.shared);
-        shared.state.apply_truncate(plan);
-        shared.stats.truncations += 1;
-        drop(shared);
-        self.feed.truncated(plan.last_seq);
-        lock(&self.handles).forget_after(keep_id);
         Ok(())
     }
 

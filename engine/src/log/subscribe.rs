@@ -12,11 +12,11 @@
 
 use std::collections::VecDeque;
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::Error;
+use crate::sync::{AtomicU64, AtomicUsize, Condvar, Mutex, Ordering, Rank};
 
 use super::all::{Commit, OwnHandles, Run, read_run};
 use super::settings::Settings;
@@ -77,13 +77,16 @@ impl Feed {
         Feed {
             first_seq: AtomicU64::new(first_seq),
             truncation_count: AtomicUsize::new(0),
-            state: Mutex::new(FeedState {
-                last_seq,
-                truncations: Vec::new(),
-                closed: false,
-                waiting: 0,
-                recent: VecDeque::with_capacity(RECENT_MAX),
-            }),
+            state: Mutex::new(
+                Rank::Leaf,
+                FeedState {
+                    last_seq,
+                    truncations: Vec::new(),
+                    closed: false,
+                    waiting: 0,
+                    recent: VecDeque::with_capacity(RECENT_MAX),
+                },
+            ),
             moved: Condvar::new(),
         }
     }
@@ -147,10 +150,7 @@ impl Feed {
         let mut state = lock(&self.state);
         while state.last_seq < last_seq {
             state.waiting += 1;
-            state = self
-                .moved
-                .wait(state)
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            state = self.moved.wait(state);
             state.waiting -= 1;
         }
     }
@@ -219,11 +219,7 @@ impl Feed {
                 None => Duration::from_secs(3600),
             };
             state.waiting += 1;
-            state = self
-                .moved
-                .wait_timeout(state, timeout)
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .0;
+            state = self.moved.wait_timeout(state, timeout).0;
             state.waiting -= 1;
         }
         (state.last_seq, state.closed)

@@ -8,8 +8,7 @@
 
 use std::io;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Weak};
 
 use durlog_vfs::{OpenMode, VfsFile};
 
@@ -17,9 +16,9 @@ use crate::error::Error;
 use crate::format::{append_record, inspect_batch, parse_record};
 
 use super::commit::{Group, GroupFailure};
-use super::lock;
 use super::preparer::{Next, Preparer};
 use super::settings::{FAILPOINT_AFTER_WRITE, Settings};
+use crate::sync::{AtomicU64, Condvar, Mutex, MutexGuard, Ordering, Rank, lock};
 
 /// The writer's state and what preparing the next segment needs, shared
 /// with the thread that prepares it.
@@ -77,7 +76,7 @@ impl WriterSide {
     pub fn new(settings: Arc<Settings>, writer: Writer) -> Arc<WriterSide> {
         Arc::new_cyclic(|this| WriterSide {
             settings,
-            writer: Mutex::new(writer),
+            writer: Mutex::new(Rank::Writer, writer),
             wanted: Condvar::new(),
             prepared_rolls: AtomicU64::new(0),
             preparer: Preparer::default(),
@@ -91,9 +90,7 @@ impl WriterSide {
 
     /// Waits on [`WriterSide::wanted`].
     pub fn wait<'a>(&self, writer: MutexGuard<'a, Writer>) -> MutexGuard<'a, Writer> {
-        self.wanted
-            .wait(writer)
-            .unwrap_or_else(PoisonError::into_inner)
+        self.wanted.wait(writer)
     }
 
     /// Rolls if needed, writes the group with one write and syncs it with

@@ -1,0 +1,250 @@
+//! Every lock, condition variable, atomic and thread the engine uses, from
+//! one place: std's, or under the `shuttle` feature shuttle's, whose
+//! schedulers then run the real group commit, preparer, purges and
+//! subscribers through chosen interleavings (`engine/tests/shuttle.rs`).
+//!
+//! The mutexes carry their rank in the lock order (`Log`'s doc states it):
+//! in debug builds, taking a lock whose rank is not above every rank the
+//! thread already holds panics, naming both. A lock-order inversion is
+//! thus caught the first time its two halves run on one thread, in any
+//! test, without the unlucky schedule that deadlocks. Poisoning is ignored
+//! (`lock` never fails): a panic elsewhere cannot leave these structures
+//! half-updated in a way that matters more than refusing service, which
+//! the log's own poisoning handles.
+
+#[cfg(feature = "shuttle")]
+use shuttle::sync as imp;
+#[cfg(not(feature = "shuttle"))]
+use std::sync as imp;
+
+use std::ops::{Deref, DerefMut};
+use std::time::Duration;
+
+pub(crate) use imp::atomic::{AtomicU64, AtomicUsize, Ordering};
+#[cfg(feature = "shuttle")]
+pub(crate) use shuttle::thread;
+#[cfg(not(feature = "shuttle"))]
+pub(crate) use std::thread;
+
+/// A lock's place in the lock order: a thread holding a lock takes only
+/// locks of a higher rank.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Rank {
+    /// `Log::shared`: the group commit, the committed state, the stats.
+    Shared = 1,
+    /// `WriterSide::writer`: the active segment, the next one's state.
+    Writer = 2,
+    /// `Preparer::thread`: the preparing thread's handle.
+    PreparerThread = 3,
+    /// A leaf: `handles`, `spare_payloads`, the feed. Nothing is taken
+    /// while one is held, not even another leaf.
+    Leaf = 4,
+}
+
+/// A mutex with a rank (see the module doc).
+#[derive(Debug)]
+pub(crate) struct Mutex<T> {
+    inner: imp::Mutex<T>,
+    rank: Rank,
+}
+
+/// Holds a [`Mutex`]; gives its rank back when dropped.
+pub(crate) struct MutexGuard<'a, T> {
+    /// `None` only inside [`Condvar`]'s waits.
+    inner: Option<imp::MutexGuard<'a, T>>,
+    rank: Rank,
+}
+
+impl<T> Mutex<T> {
+    pub(crate) fn new(rank: Rank, value: T) -> Mutex<T> {
+        Mutex {
+            inner: imp::Mutex::new(value),
+            rank,
+        }
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
+        ranks::acquire(self.rank);
+        let inner = self
+            .inner
+            .lock()
+            .unwrap_or_else(imp::PoisonError::into_inner);
+        MutexGuard {
+            inner: Some(inner),
+            rank: self.rank,
+        }
+    }
+}
+
+/// `mutex.lock()`, for call sites that read better as a function.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock()
+}
+
+impl<T> Deref for MutexGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        self.inner.as_ref().expect("held outside a wait")
+    }
+}
+
+impl<T> DerefMut for MutexGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        self.inner.as_mut().expect("held outside a wait")
+    }
+}
+
+impl<T> Drop for MutexGuard<'_, T> {
+    fn drop(&mut self) {
+        ranks::release(self.rank);
+    }
+}
+
+/// A condition variable over a [`Mutex`]: a wait gives the rank back while
+/// it sleeps and checks it again on waking.
+#[derive(Debug, Default)]
+pub(crate) struct Condvar(imp::Condvar);
+
+impl Condvar {
+    pub(crate) fn new() -> Condvar {
+        Condvar(imp::Condvar::new())
+    }
+
+    pub(crate) fn wait<'a, T>(&self, mut guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+        let rank = guard.rank;
+        let inner = guard.inner.take().expect("held outside a wait");
+        drop(guard);
+        let inner = self
+            .0
+            .wait(inner)
+            .unwrap_or_else(imp::PoisonError::into_inner);
+        ranks::acquire(rank);
+        MutexGuard {
+            inner: Some(inner),
+            rank,
+        }
+    }
+
+    /// Waits at most `timeout` (under shuttle, which does not model time,
+    /// until notified); true if it timed out.
+    pub(crate) fn wait_timeout<'a, T>(
+        &self,
+        mut guard: MutexGuard<'a, T>,
+        timeout: Duration,
+    ) -> (MutexGuard<'a, T>, bool) {
+        let rank = guard.rank;
+        let inner = guard.inner.take().expect("held outside a wait");
+        drop(guard);
+        let (inner, result) = self
+            .0
+            .wait_timeout(inner, timeout)
+            .unwrap_or_else(imp::PoisonError::into_inner);
+        ranks::acquire(rank);
+        let guard = MutexGuard {
+            inner: Some(inner),
+            rank,
+        };
+        (guard, result.timed_out())
+    }
+
+    pub(crate) fn notify_one(&self) {
+        self.0.notify_one();
+    }
+
+    pub(crate) fn notify_all(&self) {
+        self.0.notify_all();
+    }
+}
+
+/// The ranks each thread holds, checked in debug builds only.
+mod ranks {
+    use super::Rank;
+
+    // Under shuttle every simulated thread runs on one OS thread: its own
+    // `thread_local!` gives each of them their own list.
+    #[cfg(all(debug_assertions, not(feature = "shuttle")))]
+    thread_local! {
+        static HELD: std::cell::RefCell<Vec<Rank>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    #[cfg(all(debug_assertions, feature = "shuttle"))]
+    shuttle::thread_local! {
+        static HELD: std::cell::RefCell<Vec<Rank>> = std::cell::RefCell::new(Vec::new());
+    }
+
+    /// About to take a lock of `rank`: every lock held must rank below it.
+    #[cfg(debug_assertions)]
+    pub(super) fn acquire(rank: Rank) {
+        HELD.with(|held| {
+            let mut held = held.borrow_mut();
+            if let Some(&highest) = held.iter().max() {
+                assert!(
+                    rank > highest && highest != Rank::Leaf,
+                    "lock order violated: taking {rank:?} while holding {highest:?} (engine/src/sync.rs, Log's lock order)"
+                );
+            }
+            held.push(rank);
+        });
+    }
+
+    #[cfg(debug_assertions)]
+    pub(super) fn release(rank: Rank) {
+        HELD.with(|held| {
+            let mut held = held.borrow_mut();
+            if let Some(at) = held.iter().rposition(|&r| r == rank) {
+                held.remove(at);
+            }
+        });
+    }
+
+    #[cfg(not(debug_assertions))]
+    pub(super) fn acquire(_rank: Rank) {}
+
+    #[cfg(not(debug_assertions))]
+    pub(super) fn release(_rank: Rank) {}
+}
+
+#[cfg(all(test, debug_assertions, not(feature = "shuttle")))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locks_taken_in_rank_order_pass() {
+        let (shared, writer, leaf) = (
+            Mutex::new(Rank::Shared, ()),
+            Mutex::new(Rank::Writer, ()),
+            Mutex::new(Rank::Leaf, ()),
+        );
+        let _a = shared.lock();
+        let _b = writer.lock();
+        let _c = leaf.lock();
+    }
+
+    #[test]
+    #[should_panic(expected = "lock order violated: taking Shared while holding Writer")]
+    fn taking_a_lower_rank_panics() {
+        let (shared, writer) = (Mutex::new(Rank::Shared, ()), Mutex::new(Rank::Writer, ()));
+        let _b = writer.lock();
+        let _a = shared.lock();
+    }
+
+    #[test]
+    #[should_panic(expected = "lock order violated: taking Leaf while holding Leaf")]
+    fn two_leaves_at_once_panic() {
+        let (one, two) = (Mutex::new(Rank::Leaf, ()), Mutex::new(Rank::Leaf, ()));
+        let _a = one.lock();
+        let _b = two.lock();
+    }
+
+    #[test]
+    fn a_wait_gives_the_rank_back() {
+        let (writer, shared) = (Mutex::new(Rank::Writer, 0), Mutex::new(Rank::Shared, ()));
+        let condvar = Condvar::new();
+        let guard = writer.lock();
+        let (guard, timed_out) = condvar.wait_timeout(guard, Duration::from_millis(1));
+        assert!(timed_out);
+        drop(guard);
+        // Released by the drop: a lower rank may be taken again.
+        let _a = shared.lock();
+        let _b = writer.lock();
+    }
+}
