@@ -282,6 +282,7 @@ fn a_crash_at_every_step_of_a_purge_or_a_truncation_leaves_before_or_after() {
                 }
             }
         }
+        eprintln!("{checked} crash states checked");
         assert!(checked > 500, "only {checked} crash points");
     });
 }
