@@ -14,12 +14,11 @@
 //! a purged entry, so the records it keeps and the ones appended after it
 //! keep their places.
 //!
-//! The anchor is never stored: every record holds its entry, log id
-//! included, so Open derives it from the last record (its seq and index)
-//! if that entry is not purged, and otherwise from the purge: (`last_seq +
-//! 1`, `purged + 1`). That is exactly where the anchor stood before the
-//! restart, since it only moves while the log holds no entry, and so no
-//! crash can leave a stored anchor and the records disagreeing.
+//! The anchor is kept in `raft.meta` (see `meta`), saved whenever it
+//! moves: by the purge that moves it, in the same file write, or before
+//! the first record of an append that starts a log past its end. Records
+//! before the anchor hold no readable entry; Open checks the last record's
+//! entry against it.
 
 use serde::{Deserialize, Serialize};
 

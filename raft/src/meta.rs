@@ -1,6 +1,6 @@
-//! The store's own small state, beside the log: the vote and the last
-//! purged log id, in one checksummed file replaced atomically through the
-//! log's [`Vfs`].
+//! The store's own small state, beside the log: the vote, the last purged
+//! log id and the [`Anchor`], in one checksummed file replaced atomically
+//! through the log's [`Vfs`].
 //!
 //! Why a file and not records in a reserved stream of the log itself: the
 //! log's records are Raft's entries one to one (the seq ↔ index mapping
@@ -19,7 +19,7 @@
 //! 8      4    format version, 1
 //! 12     4    body length L (u32)
 //! 16     4    CRC-32C over the body
-//! 20     L    body: postcard of `MetaBody` (vote, last purged log id)
+//! 20     L    body: postcard of `MetaBody` (vote, last purged log id, anchor)
 //! ```
 //!
 //! Saving: write `raft.meta.new` (created new), `fdatasync` it, rename it
@@ -38,6 +38,7 @@ use openraft::{LogId, NodeId, Vote};
 use serde::{Deserialize, Serialize};
 
 use crate::Error;
+use crate::mapping::Anchor;
 
 /// The file's name in the store's directory.
 pub const META_FILE_NAME: &str = "raft.meta";
@@ -47,7 +48,7 @@ pub const META_TEMP_NAME: &str = "raft.meta.new";
 const MAGIC: &[u8; 8] = b"DURLOGRF";
 const FORMAT_VERSION: u32 = 1;
 const HEADER_BYTES: usize = 20;
-/// A body is a vote and a log id: far below this. A length
+/// A body is a vote, a log id and two integers: far below this. A length
 /// above it is damage, and is refused before anything is allocated.
 const BODY_BYTES_MAX: u32 = 64 << 10;
 
@@ -59,6 +60,8 @@ pub struct MetaBody<NID: NodeId> {
     pub vote: Option<Vote<NID>>,
     /// The last log id purged (`purge`): entries up to it are gone.
     pub last_purged: Option<LogId<NID>>,
+    /// Where seqs and indexes meet (see `mapping`).
+    pub anchor: Anchor,
 }
 
 impl<NID: NodeId> Default for MetaBody<NID> {
@@ -66,6 +69,7 @@ impl<NID: NodeId> Default for MetaBody<NID> {
         MetaBody {
             vote: None,
             last_purged: None,
+            anchor: Anchor::default(),
         }
     }
 }
@@ -185,11 +189,13 @@ mod tests {
     use openraft::{CommittedLeaderId, LogId, Vote};
 
     use super::{MetaBody, decode, encode};
+    use crate::mapping::Anchor;
 
     fn body() -> MetaBody<u64> {
         MetaBody {
             vote: Some(Vote::new_committed(7, 2)),
             last_purged: Some(LogId::new(CommittedLeaderId::new(6, 1), 41)),
+            anchor: Anchor { seq: 30, index: 42 },
         }
     }
 

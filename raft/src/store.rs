@@ -205,14 +205,19 @@ impl<C: RaftTypeConfig> LogStore<C> {
             events.push(codec::encode::<C>(entry)?);
         }
         let anchor = self.anchor_for_append(first_index)?;
+        if anchor != read(&self.shared.view).anchor {
+            // The log starts anew past its end: the anchor must be durable
+            // before any record that relies on it.
+            self.save_meta(move |body| body.anchor = anchor).await?;
+            write(&self.shared.view).anchor = anchor;
+        }
         let first_seq = anchor.seq_of(first_index);
         let shared = Arc::clone(&self.shared);
         let (appended, outcome) =
             blocking(move || Ok(append_records(&shared.log, first_seq, events))).await?;
         if appended > 0 {
-            let mut view = write(&self.shared.view);
-            view.anchor = anchor;
-            view.last_log_id = Some(entries[appended - 1].get_log_id().clone());
+            let last = entries[appended - 1].get_log_id().clone();
+            write(&self.shared.view).last_log_id = Some(last);
         }
         outcome
     }
@@ -280,6 +285,7 @@ impl<C: RaftTypeConfig> LogStore<C> {
             let body = MetaBody {
                 vote: meta.body().vote.clone(),
                 last_purged: Some(log_id.clone()),
+                anchor: view.anchor,
             };
             meta.save(body)?;
             let target = purge_target(&view);
@@ -291,13 +297,19 @@ impl<C: RaftTypeConfig> LogStore<C> {
     }
 
     async fn save_vote_durably(&self, vote: Vote<C::NodeId>) -> Result<(), Error> {
+        self.save_meta(move |body| body.vote = Some(vote)).await
+    }
+
+    /// Saves `raft.meta` with `change` made to it, durably.
+    async fn save_meta(
+        &self,
+        change: impl FnOnce(&mut MetaBody<C::NodeId>) + Send + 'static,
+    ) -> Result<(), Error> {
         let meta = Arc::clone(&self.meta);
         blocking(move || {
             let mut meta = lock(&meta);
-            let body = MetaBody {
-                vote: Some(vote),
-                ..meta.body().clone()
-            };
+            let mut body = meta.body().clone();
+            change(&mut body);
             meta.save(body)
         })
         .await
@@ -325,52 +337,32 @@ fn last_entry<C: RaftTypeConfig>(
     }
 }
 
-/// The view of a log just opened: the anchor derived from the last record
-/// (see `mapping`), checked against the purge boundary.
+/// The view of a log just opened: its last record checked against the
+/// anchor, and the first entry not purged against the log's first seq.
 fn recover_view<C: RaftTypeConfig>(
     log: &Log,
     body: &MetaBody<C::NodeId>,
 ) -> Result<View<C::NodeId>, Error> {
-    let last_purged = body.last_purged.clone();
-    let next_after_purge = last_purged.as_ref().map_or(0, |id| id.index + 1);
-    let last_seq = log.last_seq();
     let mut view = View {
-        anchor: Anchor::next(last_seq, next_after_purge),
-        last_purged: last_purged.clone(),
-        last_log_id: last_purged,
+        anchor: body.anchor,
+        last_purged: body.last_purged.clone(),
+        last_log_id: body.last_purged.clone(),
     };
-    if last_seq == 0 {
-        return Ok(view);
-    }
-    let commits = log.read_all(last_seq, 1)?;
-    let [commit] = commits.as_slice() else {
+    let last_seq = log.last_seq();
+    if last_seq + 1 < view.anchor.seq {
         return Err(Error::Inconsistent(format!(
-            "the log's last record {last_seq} cannot be read"
-        )));
-    };
-    let [event] = commit.events.as_slice() else {
-        return Err(Error::Inconsistent(format!(
-            "record {last_seq} holds {} events; a Raft entry is one",
-            commit.events.len()
-        )));
-    };
-    let entry: C::Entry = postcard::from_bytes(&event.data).map_err(Error::Codec)?;
-    let last = entry.get_log_id().clone();
-    if last.index < next_after_purge {
-        return Ok(view);
-    }
-    view.anchor = Anchor {
-        seq: last_seq,
-        index: last.index,
-    };
-    let first_kept = view.anchor.seq_of(view.first_index());
-    if first_kept < log.first_seq() {
-        return Err(Error::Inconsistent(format!(
-            "the log was purged up to seq {} outside the store, but seq {first_kept} holds an entry not purged",
-            log.first_seq()
+            "the log ends at seq {last_seq}, but raft.meta says seq {} holds index {}",
+            view.anchor.seq, view.anchor.index
         )));
     }
-    view.last_log_id = Some(last);
+    view.last_log_id = last_entry::<C>(log, &view)?.or(view.last_purged.clone());
+    if !view.is_empty() && view.anchor.seq_of(view.first_index()) < log.first_seq() {
+        return Err(Error::Inconsistent(format!(
+            "the log was purged up to seq {} outside the store, but index {} is not",
+            log.first_seq(),
+            view.first_index()
+        )));
+    }
     Ok(view)
 }
 
