@@ -1,0 +1,193 @@
+//! A ready-made Raft type configuration for a replicated event log, and a
+//! small in-memory state machine for it: requests append events to named
+//! streams, the state machine keeps each stream's version. The tests, the
+//! three-node example and the benchmark use them; an application brings its
+//! own state machine and keeps [`LogStore`](crate::LogStore).
+//!
+//! The state machine keeps nothing on disk: after a restart openraft
+//! re-applies the log from the last snapshot (or from the start), which is
+//! what an in-memory state machine needs.
+
+use std::collections::BTreeMap;
+use std::io::Cursor;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use openraft::storage::{RaftStateMachine, Snapshot};
+use openraft::{
+    AnyError, BasicNode, Entry, EntryPayload, LogId, RaftSnapshotBuilder, SnapshotMeta,
+    StorageError, StorageIOError, StoredMembership,
+};
+use serde::{Deserialize, Serialize};
+
+openraft::declare_raft_types!(
+    /// Events appended to streams, replicated with Raft.
+    pub TypeConfig:
+        D = EventRequest,
+        R = EventResponse,
+        NodeId = u64,
+        Node = BasicNode,
+        Entry = Entry<TypeConfig>,
+        SnapshotData = Cursor<Vec<u8>>,
+);
+
+/// A node's id.
+pub type NodeId = u64;
+
+/// A client's write: one event for a stream.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventRequest {
+    /// The stream the event goes to.
+    pub stream: String,
+    /// The event's type.
+    pub event_type: String,
+    /// The event's bytes.
+    pub data: Vec<u8>,
+}
+
+/// What applying an entry returned.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventResponse {
+    /// The stream's version after the event (`None` for entries that are
+    /// not events: blank and membership entries).
+    pub version: Option<u64>,
+}
+
+/// What the state machine holds, and what a snapshot serializes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Applied {
+    /// The last entry applied.
+    pub last_applied: Option<LogId<NodeId>>,
+    /// The last membership applied.
+    pub membership: StoredMembership<NodeId, BasicNode>,
+    /// Each stream's version: its number of events applied.
+    pub versions: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    applied: Applied,
+    snapshot: Option<(SnapshotMeta<NodeId, BasicNode>, Vec<u8>)>,
+    snapshots_built: u64,
+}
+
+/// The in-memory state machine; clones share one state.
+#[derive(Clone, Debug, Default)]
+pub struct StateMachine {
+    inner: Arc<Mutex<Inner>>,
+}
+
+type Result<T> = std::result::Result<T, StorageError<NodeId>>;
+
+impl StateMachine {
+    /// An empty state machine.
+    pub fn new() -> StateMachine {
+        StateMachine::default()
+    }
+
+    /// A copy of what it holds.
+    pub fn applied(&self) -> Applied {
+        self.lock().applied.clone()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Applied {
+    fn apply(&mut self, entry: Entry<TypeConfig>) -> EventResponse {
+        self.last_applied = Some(entry.log_id);
+        match entry.payload {
+            EntryPayload::Blank => EventResponse { version: None },
+            EntryPayload::Normal(request) => {
+                let version = self.versions.entry(request.stream).or_default();
+                *version += 1;
+                EventResponse {
+                    version: Some(*version),
+                }
+            }
+            EntryPayload::Membership(membership) => {
+                self.membership = StoredMembership::new(Some(entry.log_id), membership);
+                EventResponse { version: None }
+            }
+        }
+    }
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
+    async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>> {
+        let mut inner = self.lock();
+        let data = postcard::to_allocvec(&inner.applied)
+            .map_err(|error| StorageIOError::write_snapshot(None, AnyError::new(&error)))?;
+        inner.snapshots_built += 1;
+        let last = inner.applied.last_applied;
+        let meta = SnapshotMeta {
+            last_log_id: last,
+            last_membership: inner.applied.membership.clone(),
+            snapshot_id: format!(
+                "{}-{}-{}",
+                last.map_or(0, |id| id.leader_id.term),
+                last.map_or(0, |id| id.index),
+                inner.snapshots_built
+            ),
+        };
+        inner.snapshot = Some((meta.clone(), data.clone()));
+        Ok(Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(data)),
+        })
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachine {
+    type SnapshotBuilder = StateMachine;
+
+    async fn applied_state(
+        &mut self,
+    ) -> Result<(Option<LogId<NodeId>>, StoredMembership<NodeId, BasicNode>)> {
+        let inner = self.lock();
+        Ok((inner.applied.last_applied, inner.applied.membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<EventResponse>>
+    where
+        I: IntoIterator<Item = Entry<TypeConfig>> + openraft::OptionalSend,
+        I::IntoIter: openraft::OptionalSend,
+    {
+        let mut inner = self.lock();
+        Ok(entries
+            .into_iter()
+            .map(|entry| inner.applied.apply(entry))
+            .collect())
+    }
+
+    async fn get_snapshot_builder(&mut self) -> StateMachine {
+        self.clone()
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta<NodeId, BasicNode>,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> Result<()> {
+        let data = snapshot.into_inner();
+        let applied: Applied = postcard::from_bytes(&data).map_err(|error| {
+            StorageIOError::read_snapshot(Some(meta.signature()), AnyError::new(&error))
+        })?;
+        let mut inner = self.lock();
+        inner.applied = applied;
+        inner.snapshot = Some((meta.clone(), data));
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>> {
+        Ok(self.lock().snapshot.clone().map(|(meta, data)| Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(data)),
+        }))
+    }
+}

@@ -1,0 +1,228 @@
+//! The store's own small state, beside the log: the vote, the last purged
+//! log id and the [`Anchor`], in one checksummed file replaced atomically
+//! through the log's [`Vfs`].
+//!
+//! Why a file and not records in a reserved stream of the log itself: the
+//! log's records are Raft's entries one to one (the seq ↔ index mapping
+//! depends on it), `truncate` removes every record after a seq, and a purge
+//! removes whole old segments. A vote kept as a record would sit between
+//! entries, be removed by a truncation of the entries before it, and leave
+//! with the segment a purge removes. A separate file has none of these
+//! problems, and a vote or a purge is rare (an election, a snapshot), so a
+//! rename and three syncs per change cost nothing that matters.
+//!
+//! Layout of `raft.meta` (integers little-endian):
+//!
+//! ```text
+//! offset size field
+//! 0      8    magic "DURLOGRF"
+//! 8      4    format version, 1
+//! 12     4    body length L (u32)
+//! 16     4    CRC-32C over the body
+//! 20     L    body: postcard of `MetaBody` (vote, last purged log id, anchor)
+//! ```
+//!
+//! Saving: write `raft.meta.new` (created new), `fdatasync` it, rename it
+//! over `raft.meta`, sync the directory; only then return. A crash leaves
+//! the old file or the new one under `raft.meta`, never a mix: the old file
+//! is never written in place. A missing `raft.meta` is a store that never
+//! saved anything; a damaged one is refused, never taken for a fresh store
+//! (forgetting a vote could let this node vote twice in one term).
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use durlog::vfs::{OpenMode, Vfs, read_exact_at};
+use openraft::{LogId, NodeId, Vote};
+use serde::{Deserialize, Serialize};
+
+use crate::Error;
+use crate::mapping::Anchor;
+
+/// The file's name in the store's directory.
+pub const META_FILE_NAME: &str = "raft.meta";
+/// The temporary name a new version is written under.
+pub const META_TEMP_NAME: &str = "raft.meta.new";
+
+const MAGIC: &[u8; 8] = b"DURLOGRF";
+const FORMAT_VERSION: u32 = 1;
+const HEADER_BYTES: usize = 20;
+/// A body is a vote, a log id and two integers: far below this. A length
+/// above it is damage, and is refused before anything is allocated.
+const BODY_BYTES_MAX: u32 = 64 << 10;
+
+/// What the file holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(bound = "")]
+pub struct MetaBody<NID: NodeId> {
+    /// The last vote saved (`save_vote`).
+    pub vote: Option<Vote<NID>>,
+    /// The last log id purged (`purge`): entries up to it are gone.
+    pub last_purged: Option<LogId<NID>>,
+    /// Where seqs and indexes meet (see `mapping`).
+    pub anchor: Anchor,
+}
+
+impl<NID: NodeId> Default for MetaBody<NID> {
+    fn default() -> Self {
+        MetaBody {
+            vote: None,
+            last_purged: None,
+            anchor: Anchor::default(),
+        }
+    }
+}
+
+/// The file, and the last body saved (or loaded).
+#[derive(Debug)]
+pub struct MetaFile<NID: NodeId> {
+    vfs: Arc<dyn Vfs>,
+    dir: PathBuf,
+    body: MetaBody<NID>,
+}
+
+impl<NID: NodeId> MetaFile<NID> {
+    /// Loads `dir/raft.meta` (a default body if it is missing) and removes a
+    /// temporary file a crashed save left.
+    pub fn load(vfs: Arc<dyn Vfs>, dir: &Path) -> Result<MetaFile<NID>, Error> {
+        let path = dir.join(META_FILE_NAME);
+        let body = match vfs.open(&path, OpenMode::ReadOnly) {
+            Ok(file) => {
+                let mut bytes = vec![0; file.len()? as usize];
+                read_exact_at(file.as_ref(), &mut bytes, 0)?;
+                decode(&bytes).map_err(|reason| Error::Meta {
+                    path: path.clone(),
+                    reason,
+                })?
+            }
+            Err(error) if error.kind() == io::ErrorKind::NotFound => MetaBody::default(),
+            Err(error) => return Err(error.into()),
+        };
+        remove_if_present(vfs.as_ref(), &dir.join(META_TEMP_NAME))?;
+        Ok(MetaFile {
+            vfs,
+            dir: dir.to_owned(),
+            body,
+        })
+    }
+
+    /// The body last saved or loaded.
+    pub fn body(&self) -> &MetaBody<NID> {
+        &self.body
+    }
+
+    /// Makes `body` durable (see the module doc for the steps); on an error
+    /// the file holds the old body or the new one, and the body in memory
+    /// stays the old one.
+    pub fn save(&mut self, body: MetaBody<NID>) -> Result<(), Error> {
+        let bytes = encode(&body)?;
+        let temp = self.dir.join(META_TEMP_NAME);
+        remove_if_present(self.vfs.as_ref(), &temp)?;
+        let file = self.vfs.open(&temp, OpenMode::CreateNew)?;
+        file.write_at(&bytes, 0)?;
+        file.sync_data()?;
+        drop(file);
+        self.vfs.rename(&temp, &self.dir.join(META_FILE_NAME))?;
+        self.vfs.sync_dir(&self.dir)?;
+        self.body = body;
+        Ok(())
+    }
+}
+
+fn remove_if_present(vfs: &dyn Vfs, path: &Path) -> io::Result<()> {
+    match vfs.remove_file(path) {
+        Err(error) if error.kind() != io::ErrorKind::NotFound => Err(error),
+        _ => Ok(()),
+    }
+}
+
+/// The file's bytes for `body`.
+pub fn encode<NID: NodeId>(body: &MetaBody<NID>) -> Result<Vec<u8>, Error> {
+    let encoded = postcard::to_allocvec(body).map_err(Error::Codec)?;
+    let len = u32::try_from(encoded.len())
+        .ok()
+        .filter(|len| *len <= BODY_BYTES_MAX)
+        .expect("a meta body is a few dozen bytes");
+    let mut bytes = Vec::with_capacity(HEADER_BYTES + encoded.len());
+    bytes.extend_from_slice(MAGIC);
+    bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    bytes.extend_from_slice(&len.to_le_bytes());
+    bytes.extend_from_slice(&durlog::crc32c(&encoded).to_le_bytes());
+    bytes.extend_from_slice(&encoded);
+    Ok(bytes)
+}
+
+/// The body in `bytes`, or why they are not a meta file. Never panics.
+pub fn decode<NID: NodeId>(bytes: &[u8]) -> Result<MetaBody<NID>, String> {
+    let Some((header, rest)) = bytes.split_first_chunk::<HEADER_BYTES>() else {
+        return Err(format!(
+            "{} bytes, shorter than the {HEADER_BYTES}-byte header",
+            bytes.len()
+        ));
+    };
+    let field = |at: usize| u32::from_le_bytes(header[at..at + 4].try_into().expect("4 bytes"));
+    if &header[..8] != MAGIC {
+        return Err("wrong magic".to_owned());
+    }
+    if field(8) != FORMAT_VERSION {
+        return Err(format!(
+            "format version {}, expected {FORMAT_VERSION}",
+            field(8)
+        ));
+    }
+    let len = field(12);
+    if len > BODY_BYTES_MAX || len as usize != rest.len() {
+        return Err(format!(
+            "body length {len}, but {} bytes follow the header",
+            rest.len()
+        ));
+    }
+    if durlog::crc32c(rest) != field(16) {
+        return Err("checksum mismatch".to_owned());
+    }
+    postcard::from_bytes(rest).map_err(|error| format!("body does not decode: {error}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use openraft::{CommittedLeaderId, LogId, Vote};
+
+    use super::{MetaBody, decode, encode};
+    use crate::mapping::Anchor;
+
+    fn body() -> MetaBody<u64> {
+        MetaBody {
+            vote: Some(Vote::new_committed(7, 2)),
+            last_purged: Some(LogId::new(CommittedLeaderId::new(6, 1), 41)),
+            anchor: Anchor { seq: 30, index: 42 },
+        }
+    }
+
+    #[test]
+    fn a_body_round_trips() {
+        let bytes = encode(&body()).unwrap();
+        assert_eq!(decode::<u64>(&bytes), Ok(body()));
+        let empty = MetaBody::<u64>::default();
+        assert_eq!(decode::<u64>(&encode(&empty).unwrap()), Ok(empty));
+    }
+
+    #[test]
+    fn every_flipped_bit_and_every_cut_is_refused() {
+        let bytes = encode(&body()).unwrap();
+        for bit in 0..bytes.len() * 8 {
+            let mut flipped = bytes.clone();
+            flipped[bit / 8] ^= 1 << (bit % 8);
+            assert!(
+                decode::<u64>(&flipped).is_err(),
+                "bit {bit} flipped was believed"
+            );
+        }
+        for len in 0..bytes.len() {
+            assert!(
+                decode::<u64>(&bytes[..len]).is_err(),
+                "cut at {len} was believed"
+            );
+        }
+    }
+}
