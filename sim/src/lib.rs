@@ -21,6 +21,7 @@
 //! and `merge` combines the reports of a split range into exactly what one
 //! machine running the whole range prints.
 
+pub mod exhaust;
 mod golden;
 mod model;
 pub mod plan;
@@ -36,7 +37,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 pub use plan::{Plan, RunOptions, mix};
 pub use report::{Counters, CrashPoint, Recovery, SeedResult, Summary, Violation};
-pub use run::run_plan;
+pub use run::{PowerLossHook, run_plan, run_plan_on};
 pub use shrink::{Shrunk, keep_ranges, parse_keep, shrink};
 
 /// Runs one seed. A panic in the engine is a violation like any other.

@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
+use durlog_sim::exhaust::{self as exhaustive, ExhaustOptions, ExhaustProgress, StateId};
 use durlog_sim::shard::{self, ShardReport};
 use durlog_sim::{
     Plan, Progress, RunOptions, Summary, keep_ranges, parse_keep, repro_command,
@@ -94,6 +95,40 @@ enum Command {
         /// Failing seeds to shrink and print in full (the rest are listed).
         #[arg(long, default_value_t = 3)]
         shrink: usize,
+    },
+    /// Check every crash state of every workload of up to K operations
+    /// (SPEC section 13) with the oracle of `run`; or, with --replay, run
+    /// one state again with its full trace. Exits 1 on a violation.
+    Exhaust {
+        /// Workloads of 1 to K operations (8^K of the longest).
+        #[arg(long, default_value_t = 2, value_name = "K")]
+        ops: u32,
+        /// Dirty pages decided one by one per power loss; the further
+        /// pages of a power loss are decided together (kept or lost).
+        #[arg(long, default_value_t = durlog_sim::exhaust::PAGES_MAX)]
+        pages_max: u32,
+        /// Do not crash recoveries (by default the recovery after each
+        /// state is crashed at each of its operations too).
+        #[arg(long)]
+        no_recovery_crashes: bool,
+        /// Stop taking workloads at the first violation.
+        #[arg(long)]
+        fail_fast: bool,
+        /// Threads (default: the number of cores).
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// Run the one state a violation names (e.g. Pal:c7:r2:0.1.1) with
+        /// its trace, instead of exploring.
+        #[arg(long, value_name = "STATE")]
+        replay: Option<String>,
+        /// Leave out the disk operations from a replay's trace.
+        #[arg(long)]
+        no_disk_ops: bool,
+        /// Plant a failure in the oracle's model at the end of every
+        /// workload that acknowledged something, to show failures are
+        /// reported with a command that replays them.
+        #[arg(long)]
+        canary: bool,
     },
     /// Replay one seed with its full operation and fault trace.
     Repro {
@@ -186,6 +221,28 @@ fn main() -> ExitCode {
             reports,
             shrink: shrink_count,
         } => merge(&reports, shrink_count),
+        Command::Exhaust {
+            ops,
+            pages_max,
+            no_recovery_crashes,
+            fail_fast,
+            jobs,
+            replay,
+            no_disk_ops,
+            canary,
+        } => match replay {
+            Some(state) => exhaust_replay(&state, pages_max, !no_disk_ops, canary),
+            None => exhaust(
+                ExhaustOptions {
+                    ops,
+                    pages_max,
+                    recovery_crashes: !no_recovery_crashes,
+                    fail_fast,
+                    canary,
+                },
+                jobs,
+            ),
+        },
         Command::Repro {
             seed,
             keep,
@@ -392,6 +449,109 @@ fn repro(seed: u64, keep: Option<&str>, disk_ops: bool, options: &RunOptions) ->
         }
         None => {
             println!("ok: seed {seed} passes");
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+fn exhaust(options: ExhaustOptions, jobs: Option<usize>) -> ExitCode {
+    if options.ops == 0 {
+        eprintln!("durlog-sim exhaust: --ops must be at least 1");
+        return ExitCode::from(2);
+    }
+    let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let total = exhaustive::Workload::all(options.ops).len() as u64;
+    let progress = ExhaustProgress::default();
+    let bar = indicatif::ProgressBar::new(total);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30}] {pos}/{len} workloads {msg}",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
+    );
+    let started = Instant::now();
+    let summary = std::thread::scope(|scope| {
+        let worker = scope.spawn(|| exhaustive::run_exhaust(options, jobs, &progress));
+        while !worker.is_finished() {
+            std::thread::sleep(Duration::from_millis(200));
+            bar.set_position(progress.workloads_done.load(Ordering::Relaxed));
+            bar.set_message(format!(
+                "{} states, {} violations",
+                progress.states.load(Ordering::Relaxed),
+                progress.violations.load(Ordering::Relaxed)
+            ));
+        }
+        worker.join().expect("exhaust thread")
+    });
+    bar.finish_and_clear();
+    let elapsed = started.elapsed().as_secs_f64();
+    eprintln!(
+        "{} workloads, {} states in {elapsed:.2} s on {jobs} threads: {:.0} states/s",
+        summary.workloads,
+        summary.states,
+        summary.states as f64 / elapsed
+    );
+    println!("{summary}");
+    if summary.violations == 0 {
+        return ExitCode::SUCCESS;
+    }
+    for (id, violation, before) in &summary.kept {
+        println!();
+        let op = id
+            .workload
+            .op_at_step(violation.step)
+            .map_or("the final checks".to_string(), |(position, op)| {
+                format!("operation {} ({op:?})", position + 1)
+            });
+        println!(
+            "VIOLATION {id} at step {} ({op}), the first of its workload, after {before} states: {}",
+            violation.step, violation.message
+        );
+        println!(
+            "  reproduce: {}",
+            exhaustive::replay_command(id, options.pages_max, options.canary)
+        );
+    }
+    let more = summary.failing_workloads - summary.kept.len() as u64;
+    if more > 0 {
+        println!();
+        println!(
+            "(and {more} more failing workloads; the first violation of each is shown for the first {})",
+            summary.kept.len()
+        );
+    }
+    let _ = std::io::stdout().flush();
+    ExitCode::FAILURE
+}
+
+fn exhaust_replay(state: &str, pages_max: u32, disk_ops: bool, canary: bool) -> ExitCode {
+    let id: StateId = match state.parse() {
+        Ok(id) => id,
+        Err(error) => {
+            eprintln!("durlog-sim exhaust --replay: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let (result, misfit) = exhaustive::replay(&id, pages_max, canary);
+    for line in &result.trace {
+        if disk_ops || !line.starts_with("      disk:") {
+            println!("{line}");
+        }
+    }
+    if misfit {
+        println!("warning: the choices do not fit this run (made by another build?)");
+    }
+    match result.violation {
+        Some(violation) => {
+            println!(
+                "VIOLATION {id} at step {}: {}",
+                violation.step, violation.message
+            );
+            ExitCode::FAILURE
+        }
+        None => {
+            println!("ok: state {id} passes");
             ExitCode::SUCCESS
         }
     }

@@ -29,8 +29,8 @@ mod sim;
 pub use posix::PosixVfs;
 #[cfg(feature = "sim")]
 pub use sim::{
-    Damage, FILE_BYTES_MAX, FaultConfig, FaultEvent, FaultKind, PAGE_BYTES, ParseFaultError,
-    SECTOR_BYTES, SimVfs, TraceEvent, TraceKind, injected_fault,
+    CrashScript, Damage, Decision, FILE_BYTES_MAX, FaultConfig, FaultEvent, FaultKind, PAGE_BYTES,
+    ParseFaultError, SECTOR_BYTES, SimVfs, TraceEvent, TraceKind, injected_fault,
 };
 
 /// How [`Vfs::open`] opens a file.

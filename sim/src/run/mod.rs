@@ -59,8 +59,27 @@ const OPEN_ATTEMPTS_MAX: usize = 50;
 /// readable trace if `trace`.
 pub fn run_plan(plan: &Plan, keep: Option<&[bool]>, trace: bool) -> SeedResult {
     let vfs = SimVfs::with_faults(plan.vfs_seed, plan.faults.clone());
+    run_plan_on(plan, vfs, keep, trace, None)
+}
+
+/// Called after each power loss of a run, with where it struck, once the
+/// disk holds what it left and before the log is reopened; `false` ends
+/// the run there with no verdict (the caller has checked a run from this
+/// state already, or wants none).
+pub type PowerLossHook<'a> = Box<dyn FnMut(&SimVfs, CrashPoint) -> bool + 'a>;
+
+/// [`run_plan`] on a disk the caller prepared (an exhaustive checker sets
+/// a `CrashScript` on it first), with a hook at each power loss.
+pub fn run_plan_on(
+    plan: &Plan,
+    vfs: SimVfs,
+    keep: Option<&[bool]>,
+    trace: bool,
+    on_power_loss: Option<PowerLossHook<'_>>,
+) -> SeedResult {
     vfs.set_trace_recording(trace);
     let mut world = World::new(plan, vfs, trace);
+    world.on_power_loss = on_power_loss;
     let outcome = world.run(keep);
     if let Err(violation) = &outcome {
         note!(
@@ -111,6 +130,7 @@ struct World<'a> {
     trace: Option<Vec<String>>,
     /// Subscribers, shared with the failpoint hook.
     followers: follow::SharedFollowers,
+    on_power_loss: Option<PowerLossHook<'a>>,
 }
 
 impl<'a> World<'a> {
@@ -134,7 +154,25 @@ impl<'a> World<'a> {
             result: SeedResult::default(),
             trace: trace.then(Vec::new),
             followers: follow::SharedFollowers::default(),
+            on_power_loss: None,
         }
+    }
+
+    /// After a power loss: whether the run goes on (see [`PowerLossHook`]).
+    /// If not, it ends here as if the log had been refused.
+    fn goes_on_after_power_loss(&mut self, point: CrashPoint) -> bool {
+        let goes_on = self
+            .on_power_loss
+            .as_mut()
+            .is_none_or(|hook| hook(&self.vfs, point));
+        if !goes_on {
+            note!(
+                self,
+                "      this state was checked before: the run ends here"
+            );
+            self.ended = true;
+        }
+        goes_on
     }
 
     fn push_note(&mut self, line: String) {
@@ -419,6 +457,9 @@ impl<'a> World<'a> {
             self.vfs.reboot();
         } else {
             self.vfs.crash();
+        }
+        if !self.goes_on_after_power_loss(point) {
+            return Ok(());
         }
         if bit_flip
             && self.plan.faults.is_enabled(FaultKind::BitFlipAtRest)

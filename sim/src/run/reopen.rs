@@ -86,6 +86,9 @@ impl World<'_> {
                     self.result
                         .count_crash(CrashPoint::Recovery, &self.plan.faults.enabled());
                     self.vfs.reboot();
+                    if !self.goes_on_after_power_loss(CrashPoint::Recovery) {
+                        return Ok(());
+                    }
                 }
                 Err(Error::Corrupt {
                     file,

@@ -97,6 +97,11 @@ impl FileNode {
             .expect("SimVfs file names lock poisoned by an earlier panic")
     }
 
+    /// Whether any directory entry names the file.
+    pub(crate) fn is_visible(&self) -> bool {
+        !self.names().visible.is_empty()
+    }
+
     /// The path the file reports (see `Names::path`).
     pub(crate) fn path(&self) -> Arc<Path> {
         self.with_path(Arc::clone)
@@ -372,17 +377,17 @@ impl FileData {
 
     /// Power loss: decides what of the cache reached the platter, per the
     /// fault model, and leaves `cached == durable` = the post-crash content.
+    /// `keeps(kind)` decides each unsynced change: the size
+    /// (`UnsyncedSizeChange`), if it differs, then each dirty page that
+    /// matters (`LostUnsyncedPages`), in page order.
     pub(crate) fn resolve_crash(
         &mut self,
-        rng: &mut ChaCha8Rng,
-        page_weight: f64,
-        size_weight: f64,
+        keeps: &mut dyn FnMut(FaultKind) -> bool,
         outcomes: &mut Vec<CrashOutcome>,
     ) {
         let cached_len = self.len();
         let durable_len = self.durable.len() as u64;
-        let size_survives =
-            cached_len != durable_len && size_weight > 0.0 && chance(rng, size_weight);
+        let size_survives = cached_len != durable_len && keeps(FaultKind::UnsyncedSizeChange);
         let size = if size_survives {
             outcomes.push(CrashOutcome {
                 fault: FaultKind::UnsyncedSizeChange,
@@ -402,7 +407,7 @@ impl FileData {
             if page * PAGE_BYTES >= relevant_end {
                 continue;
             }
-            if page_weight > 0.0 && chance(rng, page_weight) {
+            if keeps(FaultKind::LostUnsyncedPages) {
                 let (start, end) = page_range(page, relevant_end);
                 outcomes.push(CrashOutcome {
                     fault: FaultKind::LostUnsyncedPages,

@@ -125,6 +125,17 @@
 //! they cannot disagree. [`SimVfs::fault_log_len`] marks a point to take
 //! [`SimVfs::fault_log_since`] from.
 //!
+//! # Scripted outcomes
+//!
+//! [`SimVfs::set_crash_script`] hands the decisions above to a
+//! [`CrashScript`] instead of the RNG: power fails during the counted
+//! operations it names (by absolute number), one write or sync it names
+//! fails, and every page, size, directory entry, torn write and dropped
+//! page those leave open takes the script's next choice, each decision
+//! recorded with how many options it had. An exhaustive checker
+//! enumerates every outcome that way (`script.rs` states the options).
+//! Without a script nothing changes: the same draws, the same digest.
+//!
 //! # Determinism and cost
 //!
 //! All randomness comes from one `ChaCha8Rng` seeded with the seed, and is
@@ -143,6 +154,7 @@ mod disk;
 mod fault;
 mod fault_log;
 mod file;
+mod script;
 mod trace;
 
 use std::collections::BTreeMap;
@@ -154,6 +166,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 pub use fault::{Damage, FaultConfig, FaultKind, ParseFaultError, injected_fault};
 pub use fault_log::FaultEvent;
 pub use file::{FILE_BYTES_MAX, PAGE_BYTES, SECTOR_BYTES};
+pub use script::{CrashScript, Decision};
 pub use trace::{TraceEvent, TraceKind};
 
 use crate::{DirEntry, FileLock, OpenMode, Vfs, VfsFile};
@@ -239,6 +252,24 @@ impl SimVfs {
     /// now; 0 disarms. The disk stays down afterwards until `reboot`.
     pub fn crash_after_ops(&self, n: u64) {
         self.disk().crash_after_ops(n);
+    }
+
+    /// From now on, power losses, one failure and their outcomes come from
+    /// `script` (see [`CrashScript`]); `None` goes back to the RNG.
+    pub fn set_crash_script(&self, script: Option<CrashScript>) {
+        self.disk().set_crash_script(script);
+    }
+
+    /// The script in use, with the decisions taken so far.
+    pub fn crash_script(&self) -> Option<CrashScript> {
+        self.disk().crash_script()
+    }
+
+    /// A hash of the durable state of the whole disk (directories, names,
+    /// which names share a file, file bytes): after a power loss, two disks
+    /// with the same digest are the same to the next Open.
+    pub fn image_digest(&self) -> u128 {
+        self.disk().image_digest()
     }
 
     /// Counted operations so far (see the module doc).

@@ -11,7 +11,6 @@ use super::Disk;
 use super::dirs::Node;
 use crate::sim::fault::FaultKind;
 use crate::sim::fault_log::FaultEvent;
-use crate::sim::file::chance;
 use crate::sim::trace::TraceKind;
 
 impl Disk {
@@ -23,6 +22,9 @@ impl Disk {
         }
         self.halted = true;
         self.generation += 1;
+        if let Some(scripted) = &mut self.script {
+            scripted.begin_power_loss(self.op_count);
+        }
         // The processes holding them died with the power, and the kernel
         // releases a dead process's flocks.
         self.locks.clear();
@@ -42,7 +44,7 @@ impl Disk {
                 if Node::same(current.as_ref(), dir.durable.get(&name)) {
                     continue;
                 }
-                if weight > 0.0 && chance(&mut self.rng, weight) {
+                if self.crash_keeps(FaultKind::LostDirEntry, weight) {
                     let created = u64::from(current.is_some());
                     let entry = dir_path.join(&name);
                     let event = FaultEvent::touching(FaultKind::LostDirEntry, 0, created);
@@ -80,8 +82,19 @@ impl Disk {
         let size_weight = self.weights[FaultKind::UnsyncedSizeChange.index()];
         let mut outcomes = Vec::new();
         for node in std::mem::take(&mut self.dirty_files).into_values() {
+            // A script spends no decision on a file the crash left with no
+            // name: no Open can ever read what it holds. (The RNG draws for
+            // it all the same, so that seeds keep their outcomes.)
+            let unreachable = self.script.is_some() && !node.is_visible();
             let mut data = node.lock();
-            data.resolve_crash(&mut self.rng, page_weight, size_weight, &mut outcomes);
+            let mut keeps = |kind: FaultKind| {
+                let weight = match kind {
+                    FaultKind::UnsyncedSizeChange => size_weight,
+                    _ => page_weight,
+                };
+                !unreachable && self.crash_keeps(kind, weight)
+            };
+            data.resolve_crash(&mut keeps, &mut outcomes);
             data.in_dirty_files = false;
             drop(data);
             for outcome in outcomes.drain(..) {

@@ -125,7 +125,10 @@ impl Disk {
             );
             (FaultKind::NoSpace, prefix, error)
         } else if len > 0 && self.fires(FaultKind::ShortWrite) {
-            let prefix = self.below(len);
+            let prefix = match &mut self.script {
+                Some(scripted) => scripted.short_prefix(offset, len),
+                None => self.below(len),
+            };
             let detail = format!("short write: {prefix} of {len} bytes at offset {offset}");
             let error = eio("write", &node.path(), FaultKind::ShortWrite, &detail);
             (FaultKind::ShortWrite, prefix, error)
@@ -147,6 +150,13 @@ impl Disk {
     /// tail) reaches the cache; otherwise nothing does.
     fn tear_write(&mut self, node: &Arc<FileNode>, buf: &[u8], offset: u64) {
         let len = buf.len() as u64;
+        if let Some(scripted) = &mut self.script {
+            let torn = scripted.torn_write(buf, offset);
+            if !torn.is_empty() {
+                self.write_torn(node, &torn, offset);
+            }
+            return;
+        }
         if len == 0 || !self.fires(FaultKind::TornWrite) {
             return;
         }
@@ -176,8 +186,13 @@ impl Disk {
             self.rng.fill_bytes(&mut garbage);
             torn.extend_from_slice(&garbage);
         }
+        self.write_torn(node, &torn, offset);
+    }
+
+    /// What a torn write left reaches the cache, and the fault is logged.
+    fn write_torn(&mut self, node: &Arc<FileNode>, torn: &[u8], offset: u64) {
         let mut data = node.lock();
-        data.write(&torn, offset);
+        data.write(torn, offset);
         if !torn.is_empty() {
             self.note_dirty_file(node, &mut data);
         }
@@ -243,7 +258,11 @@ impl Disk {
         self.check_handle(call, handle)?;
         self.counted(call, |_, _| ())?;
         if self.fires(FaultKind::FailedFsync) {
-            let (dropped, span) = if self.coin() {
+            let drops = match &mut self.script {
+                Some(scripted) => scripted.sync_drops_pages(handle.node.lock().dirty_page_count()),
+                None => self.coin(),
+            };
+            let (dropped, span) = if drops {
                 handle.node.lock().drop_dirty_pages()
             } else {
                 (0, 0..0)

@@ -158,10 +158,74 @@ impl Disk {
         files
     }
 
+    /// A 128-bit hash of the durable state: every directory, its durable
+    /// entries, and each file's durable bytes, with each file identified by
+    /// the order it is first met in (so two names of one file differ from
+    /// two files with the same bytes). After a power loss this is the whole
+    /// disk as the next Open finds it.
+    pub(crate) fn image_digest(&self) -> u128 {
+        let mut hasher = ImageHasher::default();
+        let mut files: BTreeMap<u64, u64> = BTreeMap::new();
+        for (dir_path, dir) in &self.dirs {
+            hasher.bytes(dir_path.as_os_str().as_encoded_bytes());
+            for (name, node) in &dir.durable {
+                hasher.bytes(name.as_encoded_bytes());
+                let Node::File(node) = node else {
+                    hasher.word(u64::MAX);
+                    continue;
+                };
+                let next = files.len() as u64;
+                let index = *files.entry(node.id).or_insert(next);
+                hasher.word(index);
+                if index == next {
+                    hasher.bytes(node.lock().durable_bytes());
+                }
+            }
+        }
+        hasher.finish()
+    }
+
     pub(crate) fn dirty_page_count(&self) -> u64 {
         self.dirty_files
             .values()
             .map(|node| node.lock().dirty_page_count() as u64)
             .sum()
     }
+}
+
+/// Two independent 64-bit lanes of SplitMix64's finalizer over 8-byte
+/// words: fixed keys, the same on every machine, and 128 bits so that a
+/// million images collide with a chance of about 10^-27.
+#[derive(Default)]
+struct ImageHasher {
+    low: u64,
+    high: u64,
+}
+
+impl ImageHasher {
+    fn word(&mut self, word: u64) {
+        self.low = splitmix(self.low ^ word);
+        self.high = splitmix(self.high.rotate_left(29) ^ word ^ 0x6a09_e667_f3bc_c908);
+    }
+
+    /// The length first, so that `bytes` calls cannot run into each other.
+    fn bytes(&mut self, bytes: &[u8]) {
+        self.word(bytes.len() as u64);
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.word(u64::from_le_bytes(word));
+        }
+    }
+
+    fn finish(&self) -> u128 {
+        (u128::from(self.high) << 64) | u128::from(self.low)
+    }
+}
+
+fn splitmix(word: u64) -> u64 {
+    let mut z = word.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }

@@ -29,6 +29,7 @@ use rand_chacha::ChaCha8Rng;
 use super::fault::{FaultConfig, FaultKind, injected};
 use super::fault_log::{FaultEvent, FaultLog};
 use super::file::{FileData, FileNode, chance};
+use super::script::{CrashScript, Scripted};
 use super::trace::{Trace, TraceKind, path_hash};
 use dirs::Dir;
 pub(crate) use locks::LockTicket;
@@ -163,6 +164,8 @@ pub(crate) struct Disk {
     trace: Trace,
     /// The path of events that have none (crash, reboot).
     no_path: Arc<Path>,
+    /// Crash outcomes from a script instead of the RNG (`script.rs`).
+    script: Option<Scripted>,
 }
 
 impl Disk {
@@ -189,6 +192,7 @@ impl Disk {
             next_lock_id: 0,
             trace: Trace::new(),
             no_path: Arc::from(Path::new("")),
+            script: None,
         }
     }
 
@@ -208,6 +212,14 @@ impl Disk {
 
     pub(crate) fn crash_after_ops(&mut self, n: u64) {
         self.crash_at_op = (n > 0).then(|| self.op_count + n);
+    }
+
+    pub(crate) fn set_crash_script(&mut self, script: Option<CrashScript>) {
+        self.script = script.map(Scripted::new);
+    }
+
+    pub(crate) fn crash_script(&self) -> Option<CrashScript> {
+        self.script.as_ref().map(|scripted| scripted.script.clone())
     }
 
     pub(crate) fn faults(&self) -> FaultConfig {
@@ -231,10 +243,16 @@ impl Disk {
         effect: impl FnOnce(&mut Disk, bool) -> T,
     ) -> io::Result<T> {
         self.op_count += 1;
-        let crashing = self.crash_at_op == Some(self.op_count);
-        if crashing {
+        let armed = self.crash_at_op == Some(self.op_count);
+        if armed {
             self.crash_at_op = None;
         }
+        let op = self.op_count;
+        let crashing = armed
+            || self
+                .script
+                .as_mut()
+                .is_some_and(|scripted| scripted.counted(op, call.kind));
         let value = effect(self, crashing);
         if !crashing {
             return Ok(value);
@@ -246,10 +264,23 @@ impl Disk {
     }
 
     /// Draws whether `kind` fires now. Draws nothing when it is off, so a
-    /// fault-free run never touches the RNG.
+    /// fault-free run never touches the RNG. Under a script, only the
+    /// scripted failure fires.
     fn fires(&mut self, kind: FaultKind) -> bool {
+        if let Some(scripted) = &mut self.script {
+            return scripted.fails(kind, self.op_count);
+        }
         let weight = self.weights[kind.index()];
         weight > 0.0 && chance(&mut self.rng, weight)
+    }
+
+    /// At a power loss: whether an unsynced change of `kind` reaches the
+    /// platter, drawn with `weight` (or taken from the script).
+    fn crash_keeps(&mut self, kind: FaultKind, weight: f64) -> bool {
+        match &mut self.script {
+            Some(scripted) => scripted.crash_keeps(kind),
+            None => weight > 0.0 && chance(&mut self.rng, weight),
+        }
     }
 
     fn below(&mut self, bound: u64) -> u64 {

@@ -1,0 +1,390 @@
+//! What `exhaust` runs: the alphabet of operations, the fixed setting
+//! they run in (tiny segments, a small quota), the plan a workload
+//! becomes, where a fault strikes, and the one-string name of a state
+//! that `exhaust --replay` runs again.
+//!
+//! The sizes are chosen so that short workloads reach every branch of an
+//! append: an append of 252 record bytes fits; one of 752 rolls the
+//! 1000-byte segment after anything but an empty one; a quota of 1756
+//! bytes is met exactly by a small append and the quota append (1504
+//! bytes, a record larger than a segment) and by one small and two
+//! rolling appends, and passed by one byte more; two small appends put
+//! the third across a 512-byte sector, where a torn write can cut it.
+
+use std::fmt;
+use std::str::FromStr;
+
+use durlog::{NextSegment, Tuning};
+use durlog_vfs::FaultConfig;
+
+use crate::plan::{Action, CrashSpec, EventSpec, ExpectedSpec, Plan, QuotaChange};
+
+/// The segment limit of every workload.
+pub const SEGMENT_BYTES: u64 = 6144;
+/// The quota of every workload: a small append and the quota append fit
+/// it exactly.
+pub const QUOTA_BYTES: u64 = 8000;
+/// Data bytes of each kind of append (a record is 52 bytes more).
+const FITS_DATA_BYTES: u32 = 1448;
+const ROLLS_DATA_BYTES: u32 = 4948;
+const CONFLICT_DATA_BYTES: u32 = 10;
+const QUOTA_DATA_BYTES: u32 = 6448;
+
+/// One operation of the alphabet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Op {
+    /// An append that fits the active segment (252 record bytes).
+    Append,
+    /// An append that rolls the segment unless the log is empty (752).
+    Roll,
+    /// An append with a stale expected version: a conflict.
+    Conflict,
+    /// An append that meets the quota exactly after one `Append`, and
+    /// passes it after anything bigger (1504 record bytes).
+    Quota,
+    /// A read of the stream's whole history.
+    Read,
+    /// A purge of every sealed segment.
+    Purge,
+    /// A truncation of the last record.
+    Truncate,
+    /// The process closes the log and opens it again (no power loss).
+    Reopen,
+}
+
+impl Op {
+    /// The alphabet, in the order workloads are enumerated.
+    pub const ALL: [Op; 8] = [
+        Op::Append,
+        Op::Roll,
+        Op::Conflict,
+        Op::Quota,
+        Op::Read,
+        Op::Purge,
+        Op::Truncate,
+        Op::Reopen,
+    ];
+
+    /// The letter a workload is spelt with.
+    pub fn letter(self) -> char {
+        match self {
+            Op::Append => 'a',
+            Op::Roll => 'l',
+            Op::Conflict => 'c',
+            Op::Quota => 'q',
+            Op::Read => 'r',
+            Op::Purge => 'p',
+            Op::Truncate => 't',
+            Op::Reopen => 'o',
+        }
+    }
+
+    pub fn from_letter(letter: char) -> Option<Op> {
+        Op::ALL.into_iter().find(|op| op.letter() == letter)
+    }
+
+    /// The plan's actions for this operation, the `position`-th of its
+    /// workload (which sets the bytes of its data, so no two appends of a
+    /// workload write the same bytes).
+    fn actions(self, position: usize) -> Vec<Action> {
+        let append = |expected, len| {
+            let fill = 1 + position as u8;
+            let events = vec![EventSpec {
+                event_type: 0,
+                len,
+                fill,
+            }];
+            vec![
+                Action::Submit {
+                    client: 0,
+                    stream: 0,
+                    expected,
+                    events,
+                },
+                Action::Commit {
+                    crash: CrashSpec::None,
+                },
+            ]
+        };
+        match self {
+            Op::Append => append(ExpectedSpec::Right, FITS_DATA_BYTES),
+            Op::Roll => append(ExpectedSpec::Right, ROLLS_DATA_BYTES),
+            // One below the version: a stale writer (or, on a new stream,
+            // one that expects an event it never had).
+            Op::Conflict => append(ExpectedSpec::Wrong(-1), CONFLICT_DATA_BYTES),
+            Op::Quota => append(ExpectedSpec::Right, QUOTA_DATA_BYTES),
+            Op::Read => vec![Action::Read {
+                stream: 0,
+                from: 1,
+                limit: u32::MAX,
+            }],
+            Op::Purge => vec![Action::Purge {
+                keep_percent: 0,
+                crash: CrashSpec::None,
+            }],
+            Op::Truncate => vec![Action::Truncate {
+                back: 1,
+                crash: CrashSpec::None,
+            }],
+            Op::Reopen => vec![Action::Reopen {
+                quota: QuotaChange::Keep,
+                recovery: CrashSpec::None,
+            }],
+        }
+    }
+}
+
+/// How the engine makes its next segment (prepared ahead and renamed at
+/// the roll, or created at the roll) and whether it preallocates zeros
+/// ahead of its records: the ways each roll and each tail can be on disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Setting {
+    /// `P`: the next segment prepared ahead (zeros, synced) before every
+    /// commit once the active one is half full, renamed at the roll; a
+    /// page of zeros preallocated after every group.
+    PreparedPreallocated,
+    /// `R`: prepared and renamed; no preallocation.
+    PreparedExact,
+    /// `Z`: created at the roll; zeros preallocated.
+    CreatedPreallocated,
+    /// `C`: created at the roll; no preallocation, so every file ends at
+    /// its last record.
+    CreatedExact,
+}
+
+impl Setting {
+    pub const ALL: [Setting; 4] = [
+        Setting::PreparedPreallocated,
+        Setting::PreparedExact,
+        Setting::CreatedPreallocated,
+        Setting::CreatedExact,
+    ];
+
+    pub fn letter(self) -> char {
+        match self {
+            Setting::PreparedPreallocated => 'P',
+            Setting::PreparedExact => 'R',
+            Setting::CreatedPreallocated => 'Z',
+            Setting::CreatedExact => 'C',
+        }
+    }
+
+    fn tuning(self) -> Tuning {
+        let next_segment = match self {
+            Setting::PreparedPreallocated | Setting::PreparedExact => NextSegment::OnCall,
+            Setting::CreatedPreallocated | Setting::CreatedExact => NextSegment::CreateAtRoll,
+        };
+        let preallocate_after_bytes = match self {
+            Setting::PreparedPreallocated | Setting::CreatedPreallocated => 0,
+            Setting::PreparedExact | Setting::CreatedExact => u64::MAX,
+        };
+        Tuning {
+            preallocate_after_bytes,
+            preallocate_chunk_bytes: 4096,
+            preallocate_group_bytes_max: u64::MAX,
+            gather_yields: 0,
+            next_segment,
+            // Small, so recovery's rule for a valid record beyond the
+            // group window decides on logs this small.
+            group_bytes_max: 512,
+        }
+    }
+}
+
+/// A workload: a setting and operations run in order, spelt by their
+/// letters (`Palq`: prepared segments, append, roll, quota).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Workload {
+    pub setting: Setting,
+    pub ops: Vec<Op>,
+}
+
+impl Workload {
+    /// Every workload of 1 to `ops_max` operations: shorter ones first,
+    /// each length by setting, then in alphabet order.
+    pub fn all(ops_max: u32) -> Vec<Workload> {
+        let mut all = Vec::new();
+        let mut level: Vec<Vec<Op>> = vec![Vec::new()];
+        for _ in 0..ops_max {
+            level = level
+                .iter()
+                .flat_map(|ops| {
+                    Op::ALL.into_iter().map(|op| {
+                        let mut ops = ops.clone();
+                        ops.push(op);
+                        ops
+                    })
+                })
+                .collect();
+            for setting in Setting::ALL {
+                all.extend(level.iter().map(|ops| Workload {
+                    setting,
+                    ops: ops.clone(),
+                }));
+            }
+        }
+        all
+    }
+
+    /// The plan `run` executes for this workload: one stream, one client,
+    /// no fault of its own (the crash script brings them), the small
+    /// sizes above and the setting's tuning. With `canary`, the model is
+    /// made to disagree with the log at the first action after something
+    /// was acknowledged, to show that failures are reported.
+    pub fn plan(&self, canary: bool) -> Plan {
+        let actions: Vec<Action> = self
+            .ops
+            .iter()
+            .enumerate()
+            .flat_map(|(position, op)| op.actions(position))
+            .collect();
+        Plan {
+            seed: 0,
+            vfs_seed: 0,
+            faults: FaultConfig::none(),
+            segment_bytes: SEGMENT_BYTES,
+            max_bytes: QUOTA_BYTES,
+            streams: 1,
+            clients: 1,
+            tuning: self.setting.tuning(),
+            prepare_every: 1,
+            retention: None,
+            canary_step: canary.then_some(0),
+            actions,
+        }
+    }
+
+    /// The operation that plan action `step` belongs to (the final checks
+    /// are one past the last).
+    pub fn op_at_step(&self, step: usize) -> Option<(usize, Op)> {
+        let mut first = 0;
+        for (position, op) in self.ops.iter().enumerate() {
+            let actions = op.actions(position).len();
+            if step < first + actions {
+                return Some((position, *op));
+            }
+            first += actions;
+        }
+        None
+    }
+}
+
+impl fmt::Display for Workload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.setting.letter())?;
+        self.ops
+            .iter()
+            .try_for_each(|op| write!(f, "{}", op.letter()))
+    }
+}
+
+impl FromStr for Workload {
+    type Err = String;
+
+    /// A setting's capital letter, then at least one operation's letter.
+    fn from_str(text: &str) -> Result<Workload, String> {
+        let mut letters = text.chars();
+        let setting = letters
+            .next()
+            .and_then(|letter| Setting::ALL.into_iter().find(|s| s.letter() == letter));
+        let ops: Option<Vec<Op>> = letters.map(Op::from_letter).collect();
+        match (setting, ops) {
+            (Some(setting), Some(ops)) if !ops.is_empty() => Ok(Workload { setting, ops }),
+            _ => Err(format!(
+                "{text:?} is no workload: a setting (P, R, Z or C) then letters of alcqrpto"
+            )),
+        }
+    }
+}
+
+/// Where a fault strikes in a workload's run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum FaultPoint {
+    /// Power fails during this counted disk operation (1-based).
+    Crash(u64),
+    /// This counted operation (a write or a sync) fails.
+    Fail(u64),
+    /// Nothing fails until the power loss after the last operation.
+    End,
+}
+
+impl fmt::Display for FaultPoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FaultPoint::Crash(op) => write!(f, "c{op}"),
+            FaultPoint::Fail(op) => write!(f, "f{op}"),
+            FaultPoint::End => f.write_str("end"),
+        }
+    }
+}
+
+/// One state, exactly: the workload, the fault point, the crash during
+/// the recovery after the first power loss (the n-th counted operation
+/// after it), and the choices of every scripted decision.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StateId {
+    pub workload: Workload,
+    pub point: FaultPoint,
+    pub recovery_crash: Option<u64>,
+    pub choices: Vec<u32>,
+}
+
+/// `Pal:c7:r2:0.1.1` (workload : fault point : recovery crash or `-` :
+/// choices or `-`).
+impl fmt::Display for StateId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:", self.workload, self.point)?;
+        match self.recovery_crash {
+            Some(op) => write!(f, "r{op}:")?,
+            None => f.write_str("-:")?,
+        }
+        if self.choices.is_empty() {
+            return f.write_str("-");
+        }
+        let choices: Vec<String> = self.choices.iter().map(u32::to_string).collect();
+        f.write_str(&choices.join("."))
+    }
+}
+
+impl FromStr for StateId {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<StateId, String> {
+        let bad = |what: &str| format!("{text:?}: {what} (expected e.g. Pal:c7:r2:0.1.1)");
+        let parts: Vec<&str> = text.trim().split(':').collect();
+        let [ops, point, recovery, choices] = parts[..] else {
+            return Err(bad("not four fields separated by ':'"));
+        };
+        let workload: Workload = ops.parse()?;
+        let number = |digits: &str| digits.parse::<u64>().ok().filter(|&op| op > 0);
+        let point = match (point, point.get(..1), point.get(1..)) {
+            ("end", ..) => FaultPoint::End,
+            (_, Some("c"), Some(op)) => FaultPoint::Crash(number(op).ok_or_else(|| bad("c0"))?),
+            (_, Some("f"), Some(op)) => FaultPoint::Fail(number(op).ok_or_else(|| bad("f0"))?),
+            _ => return Err(bad("the fault point is not cN, fN or end")),
+        };
+        let recovery_crash = match recovery {
+            "-" => None,
+            _ => Some(
+                recovery
+                    .strip_prefix('r')
+                    .and_then(number)
+                    .ok_or_else(|| bad("the recovery crash is not rN or -"))?,
+            ),
+        };
+        let choices = match choices {
+            "-" => Vec::new(),
+            _ => choices
+                .split('.')
+                .map(|choice| choice.parse::<u32>())
+                .collect::<Result<_, _>>()
+                .map_err(|_| bad("the choices are not numbers separated by '.'"))?,
+        };
+        Ok(StateId {
+            workload,
+            point,
+            recovery_crash,
+            choices,
+        })
+    }
+}
