@@ -80,7 +80,10 @@ impl Sorted {
             truncated: Vec::new(),
         };
         for (first_seq, path) in segments {
-            if first_seq < state.first_seq {
+            // No record has seq 0, so no purge leaves a segment named 0:
+            // such a file is misnamed, and kept for the scan to refuse
+            // (removing it would lose whatever records it holds).
+            if first_seq < state.first_seq && first_seq > 0 {
                 sorted.purged.push(path);
             } else if state
                 .truncate_after
