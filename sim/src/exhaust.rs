@@ -30,7 +30,7 @@ use std::fmt;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
-pub use explore::{ExploreOptions, WorkloadReport, explore, prepared_disk};
+pub use explore::{ExploreOptions, PANIC_PREFIX, WorkloadReport, explore, prepared_disk};
 pub use workload::{FaultPoint, Op, QUOTA_BYTES, SEGMENT_BYTES, Setting, StateId, Workload};
 
 use durlog_vfs::SECTOR_BYTES;
