@@ -127,11 +127,11 @@ impl<C: RaftTypeConfig> RaftLogReader<C> for LogReader<C> {
         RB: RangeBounds<u64> + Clone + fmt::Debug + openraft::OptionalSend,
     {
         let (start, end) = bounds(&range);
-        let reader = self.clone();
-        // Reads may miss the page cache; keep them off the async workers.
-        tokio::task::spawn_blocking(move || reader.entries_in(start, end))
-            .await
-            .unwrap_or_else(|error| std::panic::resume_unwind(error.into_panic()))
+        // Read on the calling task, not on the blocking pool: openraft reads
+        // the entries it has just written (to apply them, to replicate
+        // them), which the page cache holds, and a thread hop per read cost
+        // more than the read (BENCHMARKS.md, "openraft on durlog").
+        self.entries_in(start, end)
             .map_err(|error| StorageIOError::read_logs(AnyError::new(&error)).into())
     }
 }

@@ -2,9 +2,11 @@
 //!
 //! openraft calls the store from its core task, one call at a time (`&mut
 //! self`), so every write is serialized by construction. The disk work of
-//! each call runs on tokio's blocking pool (`spawn_blocking`): a sync takes
+//! each write runs on tokio's blocking pool (`spawn_blocking`): a sync takes
 //! a tenth of a millisecond or more, which must not stall the runtime's
-//! other tasks (heartbeats, replication, clients).
+//! other tasks (heartbeats, replication, clients), and works on any tokio
+//! runtime. (Blocking the worker instead was measured: `block_in_place`
+//! sped up one client and collapsed 32, blocking inline stalled both.)
 //!
 //! What readers see is the [`View`]: the anchor, the last purged log id and
 //! the last log id. It changes only after the disk work it describes is

@@ -30,8 +30,10 @@ use std::fmt;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
-pub use explore::{ExploreOptions, WorkloadReport, explore, prepared_disk};
+pub use explore::{ExploreOptions, PANIC_PREFIX, WorkloadReport, explore, prepared_disk};
 pub use workload::{FaultPoint, Op, QUOTA_BYTES, SEGMENT_BYTES, Setting, StateId, Workload};
+
+use durlog_vfs::SECTOR_BYTES;
 
 use crate::run::{SeedResult, Violation, run_plan_on};
 
@@ -197,7 +199,7 @@ impl fmt::Display for ExhaustSummary {
             )?;
             writeln!(
                 f,
-                "bound       {} dirty pages decided one by one per power loss (further pages together: {} power losses)",
+                "outcomes    each subset of up to {} dirty pages per power loss (more: the rest kept or lost together, {} power losses), each unsynced directory entry and size change kept or undone, the interrupted write torn at each {SECTOR_BYTES}-byte sector (clean or with a garbage sector), a failed write cut at each sector, a failed sync dropping its pages or not",
                 options.pages_max, self.pages_joined
             )?;
             if options.recovery_crashes {

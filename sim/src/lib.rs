@@ -20,6 +20,11 @@
 //! [`shard`]) keeps everything its summary prints and each seed's digest,
 //! and `merge` combines the reports of a split range into exactly what one
 //! machine running the whole range prints.
+//!
+//! Seeds sample crash states; [`exhaust`] enumerates them for every
+//! workload of a few operations (SPEC section 13): every disk operation as
+//! the crash point, every outcome the fault model allows there, each
+//! distinct state judged by the same runner and oracle.
 
 pub mod exhaust;
 mod golden;

@@ -498,15 +498,20 @@ fn exhaust(options: ExhaustOptions, jobs: Option<usize>) -> ExitCode {
     }
     for (id, violation, before) in &summary.kept {
         println!();
-        let op = id
-            .workload
-            .op_at_step(violation.step)
-            .map_or("the final checks".to_string(), |(position, op)| {
-                format!("operation {} ({op:?})", position + 1)
-            });
+        let at = if violation.message.starts_with(exhaustive::PANIC_PREFIX) {
+            "a panic (its replay shows where)".to_string()
+        } else {
+            let op = id
+                .workload
+                .op_at_step(violation.step)
+                .map_or("the final checks".to_string(), |(position, op)| {
+                    format!("operation {} ({op:?})", position + 1)
+                });
+            format!("at step {} ({op})", violation.step)
+        };
         println!(
-            "VIOLATION {id} at step {} ({op}), the first of its workload, after {before} states: {}",
-            violation.step, violation.message
+            "VIOLATION {id} {at}, the first of its workload, after {before} states: {}",
+            violation.message
         );
         println!(
             "  reproduce: {}",

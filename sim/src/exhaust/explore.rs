@@ -27,11 +27,17 @@
 //! second power loss struck outside recovery is not counted.
 
 use std::collections::BTreeSet;
+use std::panic::{self, AssertUnwindSafe};
 
 use durlog_vfs::{CrashScript, FaultKind, SimVfs, TraceKind};
 
 use super::workload::{FaultPoint, StateId, Workload};
+use crate::panic_message;
 use crate::run::{CrashPoint, SeedResult, Violation, run_plan_on};
+
+/// How the message of a violation that is a panic begins (its step is
+/// unknown: `--replay` shows where it struck).
+pub const PANIC_PREFIX: &str = "panic: ";
 
 /// A state before its recovery: the failure decisions taken and the
 /// image the first scripted power loss left.
@@ -251,7 +257,19 @@ impl Explorer<'_> {
             !seen.duplicate
         };
         let plan = self.workload.plan(self.options.canary);
-        let result = run_plan_on(&plan, vfs.clone(), None, false, Some(Box::new(hook)));
+        // A panic in the engine is a violation like any other (as in
+        // `run`): reported with its state, and the enumeration goes on
+        // from the decisions taken before it.
+        let result = panic::catch_unwind(AssertUnwindSafe(|| {
+            run_plan_on(&plan, vfs.clone(), None, false, Some(Box::new(hook)))
+        }))
+        .unwrap_or_else(|panic| SeedResult {
+            violation: Some(Violation {
+                step: 0,
+                message: format!("{PANIC_PREFIX}{}", panic_message(&*panic)),
+            }),
+            ..SeedResult::default()
+        });
         let script = vfs.crash_script().expect("the disk has a script");
         (result, script, seen)
     }

@@ -4,12 +4,13 @@
 //! that `exhaust --replay` runs again.
 //!
 //! The sizes are chosen so that short workloads reach every branch of an
-//! append: an append of 252 record bytes fits; one of 752 rolls the
-//! 1000-byte segment after anything but an empty one; a quota of 1756
-//! bytes is met exactly by a small append and the quota append (1504
-//! bytes, a record larger than a segment) and by one small and two
-//! rolling appends, and passed by one byte more; two small appends put
-//! the third across a 512-byte sector, where a torn write can cut it.
+//! append: an append of 1500 record bytes fits; one of 5000 rolls the
+//! 6144-byte segment after anything but an empty one; a quota of 8000
+//! bytes is met exactly by a small append and the quota append (6500
+//! bytes, a record larger than a segment, so it only ever goes into an
+//! empty one) and passed by the quota append after anything bigger;
+//! every append spans several 512-byte sectors, where a torn write can
+//! cut it.
 
 use std::fmt;
 use std::str::FromStr;
@@ -33,14 +34,14 @@ const QUOTA_DATA_BYTES: u32 = 6448;
 /// One operation of the alphabet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Op {
-    /// An append that fits the active segment (252 record bytes).
+    /// An append that fits the active segment (1500 record bytes).
     Append,
-    /// An append that rolls the segment unless the log is empty (752).
+    /// An append that rolls the segment unless the log is empty (5000).
     Roll,
     /// An append with a stale expected version: a conflict.
     Conflict,
     /// An append that meets the quota exactly after one `Append`, and
-    /// passes it after anything bigger (1504 record bytes).
+    /// passes it after anything bigger (6500 record bytes).
     Quota,
     /// A read of the stream's whole history.
     Read,
