@@ -364,6 +364,22 @@ fn a_record_beyond_the_group_window_is_refused() {
     );
 }
 
+/// The window's edge: a record that ends exactly `group_bytes_max` bytes
+/// after the damage is within one group's reach, so this rule does not
+/// refuse it (the same-page rule still does); one byte less of window and
+/// it is beyond.
+#[test]
+fn a_record_ending_at_the_group_window_is_within_reach() {
+    let mut damaged = record(4, 40);
+    damaged[40] ^= 0x01;
+    damaged[70] ^= 0x20;
+    let (five, six) = (record(5, 40), record(6, 40));
+    let reach = (damaged.len() + five.len() + six.len()) as u64;
+    let bytes = shape(&[&acknowledged(), &damaged, &five, &six]);
+    assert_refused(&bytes, reach - 1, Rule::BeyondGroup, "one byte beyond");
+    assert_refused(&bytes, reach, Rule::Misplaced, "at the edge");
+}
+
 /// Zeros where record 4 was written, and record 5 right after them in the
 /// same page: the page was kept (record 5 is there), so record 4 would be
 /// too. A group written elsewhere (a misdirected write) leaves this.

@@ -147,6 +147,9 @@ fn purges_and_truncations_match_the_model_across_reopens() {
         let segment_bytes = rng.random_range(200..1200);
         let mut log = open(&vfs, segment_bytes);
         let mut model = view(&log);
+        // What `stats()` counts since the last open: purges that removed
+        // something, the segments they removed, truncations that did.
+        let mut counted = (0, 0, 0);
         for step in 0..30 {
             let context = format!("seed {seed} step {step}");
             match rng.random_range(0..10) {
@@ -157,8 +160,14 @@ fn purges_and_truncations_match_the_model_across_reopens() {
                 }
                 5 | 6 => {
                     let before = rng.random_range(0..=log.last_seq() + 2);
-                    let expected = purged(&model, &segment_starts(&vfs), before);
+                    let segments = segment_starts(&vfs);
+                    let expected = purged(&model, &segments, before);
                     let first = log.purge_before(before).expect("purge");
+                    let removed = segments.len() - segment_starts(&vfs).len();
+                    if removed > 0 {
+                        counted.0 += 1;
+                        counted.1 += removed as u64;
+                    }
                     assert_eq!(
                         first, expected.first_seq,
                         "{context}: purge_before({before})"
@@ -168,13 +177,23 @@ fn purges_and_truncations_match_the_model_across_reopens() {
                 7 => {
                     let seq = rng.random_range(model.first_seq.saturating_sub(1)..=model.last_seq);
                     log.truncate_after(seq).expect("truncate");
+                    if seq < model.last_seq {
+                        counted.2 += 1;
+                    }
                     model = truncated(&model, seq);
                 }
                 _ => {
                     drop(log);
                     log = open(&vfs, segment_bytes);
+                    counted = (0, 0, 0);
                 }
             }
+            let stats = log.stats();
+            assert_eq!(
+                (stats.purges, stats.segments_purged, stats.truncations),
+                counted,
+                "{context}: stats() counts purges, segments purged, truncations"
+            );
             assert_eq!(view(&log), model, "{context}");
             check_reads(&log, &model, &context);
         }
