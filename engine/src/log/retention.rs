@@ -32,6 +32,7 @@ use crate::segment::read_record_bytes;
 use crate::sync::thread;
 
 use super::commit::{Committed, GroupFailure};
+use super::preparer::Next;
 use super::writer::WriterSide;
 use super::{Log, lock};
 
@@ -320,7 +321,20 @@ impl Log {
         };
         lock(&self.handles).forget_after(keep_id);
         let mut held = writer.lock();
+        // A next segment wanted or prepared now was sized for an active
+        // segment that fills up to `segment_bytes`; emptied, it may take
+        // one record larger than a segment, and those zeros could then
+        // carry the files past the quota (SPEC 2.4). Dropped: the writer
+        // asks again once the active segment is half full.
+        while matches!(held.next, Next::Preparing(_)) {
+            held = writer.wait(held);
+        }
+        let prepared = matches!(held.next, Next::Ready(_));
+        held.next = Next::Idle;
         let done = (|| {
+            if prepared {
+                vfs.remove_file(&self.settings.next_path)?;
+            }
             for path in plan.removed.iter().rev() {
                 vfs.remove_file(path)?;
             }
