@@ -156,6 +156,16 @@ impl Condvar {
     }
 }
 
+/// Runs `f` as if on another thread as far as the lock order goes: what
+/// `f` locks is not ranked against what the caller holds. Only for hooks
+/// that stand for the rest of the world acting at a point (a failpoint:
+/// the simulator delivers to subscribers there, as their own threads would
+/// between two steps of a commit). `f` must not take a lock the caller
+/// holds (that deadlocks, and is no inversion this can hide).
+pub(crate) fn as_another_thread<R>(f: impl FnOnce() -> R) -> R {
+    ranks::as_another_thread(f)
+}
+
 /// The ranks each thread holds, checked in debug builds only.
 mod ranks {
     use super::Rank;
@@ -194,6 +204,25 @@ mod ranks {
                 held.remove(at);
             }
         });
+    }
+
+    /// Runs `f` with this thread's held ranks set aside, as if on another
+    /// thread, and puts them back.
+    #[cfg(debug_assertions)]
+    pub(super) fn as_another_thread<R>(f: impl FnOnce() -> R) -> R {
+        let held = HELD.with(|held| std::mem::take(&mut *held.borrow_mut()));
+        let result = f();
+        HELD.with(|now| {
+            let mut now = now.borrow_mut();
+            debug_assert!(now.is_empty(), "a lock taken in {now:?} outlived its scope");
+            *now = held;
+        });
+        result
+    }
+
+    #[cfg(not(debug_assertions))]
+    pub(super) fn as_another_thread<R>(f: impl FnOnce() -> R) -> R {
+        f()
     }
 
     #[cfg(not(debug_assertions))]

@@ -173,8 +173,12 @@ impl Settings {
     }
 
     /// Passes the failpoint `name`: an error there fails the operation.
+    /// The hook acts for other threads (the simulator runs subscribers
+    /// there), so the locks held here do not rank what it takes.
     pub fn failpoint(&self, name: &str) -> io::Result<()> {
-        self.failpoint.as_ref().map_or(Ok(()), |hook| hook(name))
+        self.failpoint
+            .as_ref()
+            .map_or(Ok(()), |hook| crate::sync::as_another_thread(|| hook(name)))
     }
 
     /// The next segment's length: a preallocation chunk once the log is
