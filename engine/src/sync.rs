@@ -207,22 +207,19 @@ mod ranks {
     }
 
     /// Runs `f` with this thread's held ranks set aside, as if on another
-    /// thread, and puts them back.
-    #[cfg(debug_assertions)]
+    /// thread, and puts them back. (One function for both builds, so that
+    /// a mutant of it is one the tests can see.)
     pub(super) fn as_another_thread<R>(f: impl FnOnce() -> R) -> R {
+        #[cfg(debug_assertions)]
         let held = HELD.with(|held| std::mem::take(&mut *held.borrow_mut()));
         let result = f();
+        #[cfg(debug_assertions)]
         HELD.with(|now| {
             let mut now = now.borrow_mut();
             debug_assert!(now.is_empty(), "a lock taken in {now:?} outlived its scope");
             *now = held;
         });
         result
-    }
-
-    #[cfg(not(debug_assertions))]
-    pub(super) fn as_another_thread<R>(f: impl FnOnce() -> R) -> R {
-        f()
     }
 
     #[cfg(not(debug_assertions))]
@@ -253,6 +250,25 @@ mod tests {
     fn taking_a_lower_rank_panics() {
         let (shared, writer) = (Mutex::new(Rank::Shared, ()), Mutex::new(Rank::Writer, ()));
         let _b = writer.lock();
+        let _a = shared.lock();
+    }
+
+    /// A hook run as if on another thread may take any lock the caller
+    /// does not hold.
+    #[test]
+    fn another_threads_hook_is_not_ranked() {
+        let (shared, writer) = (Mutex::new(Rank::Shared, ()), Mutex::new(Rank::Writer, ()));
+        let _b = writer.lock();
+        as_another_thread(|| drop(shared.lock()));
+    }
+
+    /// Once the hook returns, the caller's ranks are back.
+    #[test]
+    #[should_panic(expected = "lock order violated: taking Shared while holding Writer")]
+    fn the_callers_ranks_are_back_after_the_hook() {
+        let (shared, writer) = (Mutex::new(Rank::Shared, ()), Mutex::new(Rank::Writer, ()));
+        let _b = writer.lock();
+        as_another_thread(|| ());
         let _a = shared.lock();
     }
 
