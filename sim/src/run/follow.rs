@@ -10,6 +10,10 @@ use std::time::Duration;
 
 use durlog::{Commit, Error, Log, Subscription};
 
+use super::World;
+use super::excuse::Evidence;
+use super::oracle::Check;
+
 /// The most subscribers a run keeps: a new one replaces the oldest.
 const FOLLOWERS_MAX: usize = 6;
 
@@ -127,5 +131,144 @@ impl Followers {
             follower.next = follower.next.min(end);
             follower.subscription = Some(log.subscribe_streams(&follower.prefix, follower.next));
         }
+    }
+}
+
+/// The followers as the run drives them.
+impl World<'_> {
+    /// Once the log is gone, each follower takes what is left of what
+    /// was acknowledged, then ends with `Closed` (or stops at damage, which
+    /// the oracle must excuse).
+    pub(super) fn check_followers_closed(&mut self) -> Check {
+        let count = lock(&self.followers).list.len();
+        for index in 0..count {
+            let mark = self.vfs.fault_log_len();
+            let mut followers = lock(&self.followers);
+            let follower = &mut followers.list[index];
+            let Some(subscription) = follower.subscription.as_mut() else {
+                continue;
+            };
+            let error = loop {
+                match subscription.next_timeout(std::time::Duration::ZERO) {
+                    Ok(Some(commit)) => {
+                        self.oracle.check_delivery(
+                            &mut follower.next,
+                            &follower.prefix,
+                            &commit,
+                        )?;
+                    }
+                    Err(Error::Closed) => break None,
+                    Err(error @ (Error::Purged { .. } | Error::Truncated { .. })) => {
+                        return Err(format!(
+                            "a subscriber at seq {} got {error} after its log closed, with no purge or truncation since its last poll",
+                            follower.next
+                        ));
+                    }
+                    Err(error) => break Some(error),
+                    Ok(None) => {
+                        return Err(format!(
+                            "a subscriber at seq {} waits on a log that is closed",
+                            follower.next
+                        ));
+                    }
+                }
+            };
+            drop(followers);
+            if let Some(error) = error {
+                let faults = self.vfs.fault_log_since(mark);
+                let evidence = Evidence::new(&self.vfs, &self.dir);
+                self.oracle.excuse_read_error(&error, &evidence, &faults)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A subscriber starts `back` records before the end of the log.
+    pub(super) fn subscribe(&mut self, back: u32, stream: Option<u32>) {
+        let end = self.oracle.model().last_seq() + 1;
+        let from = end - u64::from(back).min(end);
+        let prefix = stream.map_or_else(String::new, |stream| format!("s{stream}"));
+        let log = self.log.as_ref().expect("the log is open between actions");
+        lock(&self.followers).start(log, prefix, from);
+    }
+
+    /// Follower `index` takes up to `max` records; the oracle checks each.
+    pub(super) fn poll(&mut self, index: usize, max: u32) -> Check {
+        let mark = self.vfs.fault_log_len();
+        let mut followers = lock(&self.followers);
+        let (taken, error) = followers.take(index, max);
+        let follower = &mut followers.list[index];
+        for commit in &taken {
+            self.oracle
+                .check_delivery(&mut follower.next, &follower.prefix, commit)?;
+        }
+        self.result.counters.deliveries += taken.len() as u64;
+        drop(followers);
+        match error {
+            None => Ok(()),
+            Some(error) => self.follower_error(index, error, mark),
+        }
+    }
+
+    /// A subscription's error: `Purged` only for one whose next record was
+    /// purged (it starts again at the first seq kept), `Truncated` only
+    /// for one handed records a truncation then removed (it goes on), any
+    /// other only on damage or a fault that explains it.
+    fn follower_error(&mut self, index: usize, error: Error, mark: usize) -> Check {
+        let mut followers = lock(&self.followers);
+        let follower = &mut followers.list[index];
+        let first = self.oracle.model().first_seq();
+        match error {
+            Error::Purged { first_seq } if first_seq == first && follower.next < first => {
+                let log = self.log.as_ref().expect("the log is open between actions");
+                followers.restart_at(index, log, first);
+                Ok(())
+            }
+            Error::Truncated { seq } if follower.truncated == Some(seq) => {
+                follower.truncated = None;
+                follower.next = seq + 1;
+                Ok(())
+            }
+            Error::Purged { .. } | Error::Truncated { .. } => Err(format!(
+                "a subscriber at seq {} (owed a truncation: {:?}) got {error}; the log keeps seqs from {first}",
+                follower.next, follower.truncated
+            )),
+            error => {
+                drop(followers);
+                let faults = self.vfs.fault_log_since(mark);
+                let evidence = Evidence::new(&self.vfs, &self.dir);
+                self.oracle.excuse_read_error(&error, &evidence, &faults)
+            }
+        }
+    }
+
+    /// What followers were handed between a group's write and its sync
+    /// must have been acknowledged before that commit.
+    pub(super) fn check_deliveries_during_commit(&mut self) -> Check {
+        let mut followers = lock(&self.followers);
+        let delivered = std::mem::take(&mut followers.during_commit);
+        for (index, commit) in &delivered {
+            let follower = &mut followers.list[*index];
+            self.oracle
+                .check_delivery(&mut follower.next, &follower.prefix, commit)
+                .map_err(|error| format!("between a write and its sync: {error}"))?;
+        }
+        self.result.counters.deliveries += delivered.len() as u64;
+        Ok(())
+    }
+
+    /// A purge (by the retention) or truncation that followers learnt of
+    /// during a commit, judged once the model knows of it; nothing, if
+    /// the commit lost power and the subscriptions with it.
+    pub(super) fn check_told_during_commit(&mut self) -> Check {
+        let told = std::mem::take(&mut lock(&self.followers).told_during_commit);
+        if self.vfs.is_halted() {
+            return Ok(());
+        }
+        for (index, error) in told {
+            let mark = self.vfs.fault_log_len();
+            self.follower_error(index, error, mark)?;
+        }
+        Ok(())
     }
 }
