@@ -609,7 +609,11 @@ fn killed_while_preparing(rounds: u64) {
     let next = dir.join(NEXT_SEGMENT_NAME);
     let mut printed = 0;
     let mut prepared_seen = 0;
-    for round in 0..rounds {
+    // Where a kill lands is the scheduler's choice: go on past `rounds`
+    // (up to 5 times as many) until one came with a prepared file there.
+    let mut round = 0;
+    while round < rounds || (prepared_seen == 0 && round < rounds * 5) {
+        round += 1;
         let context = format!("seed {seed} round {round}");
         let mut child = std::process::Command::new(std::env::current_exe().unwrap())
             .args([
@@ -666,7 +670,7 @@ fn killed_while_preparing(rounds: u64) {
         printed = version;
     }
     eprintln!(
-        "seed {seed}: {rounds} kills, {printed} versions, {prepared_seen} kills with a prepared file present"
+        "seed {seed}: {round} kills, {printed} versions, {prepared_seen} kills with a prepared file present"
     );
     assert!(
         printed > rounds,
