@@ -240,36 +240,11 @@ pub(crate) fn scan(
         group_bytes_max,
         offsets: Vec::new(),
     };
-    let mut segments = Vec::with_capacity(sorted.kept.len());
-    let mut tail = Tail::Clean;
-    let mut cut = None;
-    for (position, (first_seq, path)) in sorted.kept.iter().enumerate() {
-        let is_last = position + 1 == sorted.kept.len();
-        if *first_seq != scanner.next_seq {
-            let reason = seq_gap_reason(position, *first_seq, scanner.next_seq);
-            return Err(corrupt(Rule::Structure, path, 0, reason));
-        }
-        let file = vfs.open(path, OpenMode::ReadOnly)?;
-        let id = position as u32;
-        let scanned = scanner.scan_segment(file.as_ref(), path, id, is_last, visit)?;
-        let (len, segment_tail) = scanned;
-        if len == 0 && !is_last {
-            let reason = "a sealed segment holds no record".into();
-            return Err(corrupt(Rule::Sealed, path, 0, reason));
-        }
-        if scanner.next_seq > scanner.stop_after {
-            // The truncation's last record: what follows it goes.
-            cut = Some((path.clone(), len));
-        }
-        segments.push(SegmentMeta {
-            id,
-            first_seq: *first_seq,
-            path: path.clone(),
-            len,
-            offsets: std::mem::take(&mut scanner.offsets),
-        });
-        tail = segment_tail;
-    }
+    let ScannedSegments {
+        segments,
+        tail,
+        cut,
+    } = scan_segments(vfs, &sorted.kept, &mut scanner, visit)?;
     let decided_by = match &tail {
         Tail::Clean => None,
         Tail::Zeros { .. } => Some(Rule::ZeroTail),
@@ -305,6 +280,60 @@ pub(crate) fn scan(
             truncated: sorted.truncated,
             cut,
         },
+    })
+}
+
+/// What the segments' scan found.
+struct ScannedSegments {
+    segments: Vec<SegmentMeta>,
+    /// The last segment's tail.
+    tail: Tail,
+    /// Where a truncation under way cuts: the file, and the length its
+    /// last record kept ends at.
+    cut: Option<(PathBuf, u64)>,
+}
+
+/// Scans the segments `kept` in order with `scanner`.
+fn scan_segments(
+    vfs: &dyn Vfs,
+    kept: &[(u64, PathBuf)],
+    scanner: &mut Scanner,
+    visit: &mut dyn FnMut(&RecordInfo<'_>),
+) -> Result<ScannedSegments, Refusal> {
+    let mut segments = Vec::with_capacity(kept.len());
+    let mut tail = Tail::Clean;
+    let mut cut = None;
+    for (position, (first_seq, path)) in kept.iter().enumerate() {
+        let is_last = position + 1 == kept.len();
+        if *first_seq != scanner.next_seq {
+            let reason = seq_gap_reason(position, *first_seq, scanner.next_seq);
+            return Err(corrupt(Rule::Structure, path, 0, reason));
+        }
+        let file = vfs.open(path, OpenMode::ReadOnly)?;
+        let id = position as u32;
+        let scanned = scanner.scan_segment(file.as_ref(), path, id, is_last, visit)?;
+        let (len, segment_tail) = scanned;
+        if len == 0 && !is_last {
+            let reason = "a sealed segment holds no record".into();
+            return Err(corrupt(Rule::Sealed, path, 0, reason));
+        }
+        if scanner.next_seq > scanner.stop_after {
+            // The truncation's last record: what follows it goes.
+            cut = Some((path.clone(), len));
+        }
+        segments.push(SegmentMeta {
+            id,
+            first_seq: *first_seq,
+            path: path.clone(),
+            len,
+            offsets: std::mem::take(&mut scanner.offsets),
+        });
+        tail = segment_tail;
+    }
+    Ok(ScannedSegments {
+        segments,
+        tail,
+        cut,
     })
 }
 
