@@ -77,19 +77,60 @@ struct Live {
     latencies_us: Vec<u64>,
     /// How many deliveries came before their `append` returned.
     early: u64,
+    /// CPU time the whole process used, in core-seconds per second.
+    cores: f64,
+}
+
+/// The scheduling class subscriber threads run in.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Priority {
+    /// The writers' own.
+    Normal,
+    /// `SCHED_IDLE`: a subscriber runs only on a core nothing else wants,
+    /// as a deployment that puts its writers first would run followers.
+    Idle,
+}
+
+/// The process's user + system CPU time so far, in seconds.
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage fills the struct it is given and reads nothing.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to a rusage the call may write.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    assert_eq!(rc, 0, "getrusage");
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
+/// Puts the calling thread in `SCHED_IDLE`.
+fn run_at_idle_priority() {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: pid 0 is the calling thread; param is a valid sched_param.
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+    assert_eq!(rc, 0, "sched_setscheduler(SCHED_IDLE)");
 }
 
 /// `writers` threads append 100 B events for `seconds` while
 /// `subscribers` live subscriptions follow.
-fn live(dir: &Path, writers: usize, subscribers: usize, seconds: f64) -> Result<Live> {
+fn live(
+    dir: &Path,
+    writers: usize,
+    subscribers: usize,
+    priority: Priority,
+    seconds: f64,
+) -> Result<Live> {
     let _ = std::fs::remove_dir_all(dir);
     let log = Arc::new(Log::open(dir, Options::default())?);
     let start = Instant::now();
+    let cpu_start = cpu_seconds();
     let stop = Arc::new(AtomicBool::new(false));
     let followers: Vec<_> = (0..subscribers)
         .map(|_| {
             let subscription = log.subscribe(1);
             std::thread::spawn(move || {
+                if priority == Priority::Idle {
+                    run_at_idle_priority();
+                }
                 let mut seen = Vec::new();
                 for commit in subscription {
                     let commit = commit.expect("no error");
@@ -123,6 +164,7 @@ fn live(dir: &Path, writers: usize, subscribers: usize, seconds: f64) -> Result<
             .collect()
     });
     let elapsed = start.elapsed().as_secs_f64();
+    let cores = (cpu_seconds() - cpu_start) / elapsed;
     stop.store(true, Ordering::Relaxed);
     let appends: usize = returned.iter().map(Vec::len).sum();
     let mut returned_at = HashMap::new();
@@ -147,6 +189,7 @@ fn live(dir: &Path, writers: usize, subscribers: usize, seconds: f64) -> Result<
         appends_per_s: appends as f64 / elapsed,
         latencies_us,
         early,
+        cores,
     })
 }
 
@@ -182,7 +225,7 @@ pub fn run(
     )?;
     writeln!(
         out,
-        "| writers | subscribers | round | appends/s | p50 us | p99 us | delivered before the append returned |\n|---|---|---|---|---|---|---|"
+        "| writers | subscribers | round | appends/s | p50 us | p99 us | delivered before the append returned | CPU cores busy |\n|---|---|---|---|---|---|---|---|"
     )?;
     let mut cost = String::new();
     writeln!(
@@ -191,33 +234,41 @@ pub fn run(
     )?;
     writeln!(
         cost,
-        "| writers | round | 0 subscribers | 16 subscribers | ratio |\n|---|---|---|---|---|"
+        "| writers | round | 0 subscribers | 16 subscribers | ratio | 16 at SCHED_IDLE | ratio |\n|---|---|---|---|---|---|---|"
     )?;
+    let runs = [
+        (1, Priority::Normal, ""),
+        (16, Priority::Normal, ""),
+        (16, Priority::Idle, " (SCHED_IDLE)"),
+    ];
     for writers in [1, 32] {
         for round in 0..rounds {
-            let without = live(&data.join("live"), writers, 0, seconds)?;
-            let mut with_16 = None;
-            for subscribers in [1, 16] {
-                let result = live(&data.join("live"), writers, subscribers, seconds)?;
+            let without = live(&data.join("live"), writers, 0, Priority::Normal, seconds)?;
+            let mut with_16 = Vec::new();
+            for (subscribers, priority, label) in runs {
+                let result = live(&data.join("live"), writers, subscribers, priority, seconds)?;
                 writeln!(
                     out,
-                    "| {writers} | {subscribers} | {round} | {:.0} | {} | {} | {} of {} |",
+                    "| {writers} | {subscribers}{label} | {round} | {:.0} | {} | {} | {} of {} | {:.2} |",
                     result.appends_per_s,
                     quantile(&result.latencies_us, 0.5),
                     quantile(&result.latencies_us, 0.99),
                     result.early,
-                    result.latencies_us.len()
+                    result.latencies_us.len(),
+                    result.cores,
                 )?;
                 if subscribers == 16 {
-                    with_16 = Some(result.appends_per_s);
+                    with_16.push(result.appends_per_s);
                 }
             }
-            let with_16 = with_16.expect("ran with 16");
+            let (normal, idle) = (with_16[0], with_16[1]);
             writeln!(
                 cost,
-                "| {writers} | {round} | {:.0} | {with_16:.0} | {:.3} |",
+                "| {writers} | {round} | {:.0} ({:.2} cores) | {normal:.0} | {:.3} | {idle:.0} | {:.3} |",
                 without.appends_per_s,
-                with_16 / without.appends_per_s
+                without.cores,
+                normal / without.appends_per_s,
+                idle / without.appends_per_s,
             )?;
             eprintln!("follow: {writers} writers, round {round} done");
         }

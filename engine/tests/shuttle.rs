@@ -426,10 +426,10 @@ fn appenders_with_failed_writes_and_syncs() {
     });
 }
 
-/// Appenders, a purge and a subscriber race each other and the log's
-/// close: the subscriber gets every acknowledged record it may (none
-/// twice, none out of order, none not acknowledged), or `Purged`, and
-/// then `Closed`.
+/// Appenders, a purge and three subscribers race each other and the
+/// log's close: each subscriber gets every acknowledged record it may
+/// (none twice, none out of order, none not acknowledged), or `Purged`,
+/// and then the last record or `Closed`.
 #[test]
 fn subscribers_purges_and_close_race_appenders() {
     check(|| {
@@ -440,20 +440,31 @@ fn subscribers_purges_and_close_race_appenders() {
         };
         let vfs = SimVfs::with_faults(2, setup.faults.clone());
         let log = Arc::new(open(&vfs, &setup));
-        let subscription = log.subscribe(1);
-        let follower = thread::spawn(move || {
-            let mut subscription = subscription;
-            let mut seen = Vec::new();
-            loop {
-                match subscription.next_timeout(Duration::from_secs(3600)) {
-                    Ok(Some(commit)) => seen.push(commit.seq),
-                    Ok(None) => {}
-                    Err(Error::Closed) => return (seen, false),
-                    Err(Error::Purged { .. }) => return (seen, true),
-                    Err(error) => panic!("subscriber: {error}"),
-                }
-            }
-        });
+        // Three, so that one sleeps as the head and wakes the others. Two
+        // stop at a last record appended once everything else is done,
+        // before the log closes: a lost wake-up leaves one asleep, which
+        // shuttle reports as a deadlock (its `wait_timeout` never times
+        // out). The third goes on until the close.
+        let followers: Vec<_> = (0..3)
+            .map(|index| {
+                let mut subscription = log.subscribe(1);
+                thread::spawn(move || {
+                    let mut seen = Vec::new();
+                    loop {
+                        match subscription.next_timeout(Duration::from_secs(3600)) {
+                            Ok(Some(commit)) if commit.stream == "last" && index > 0 => {
+                                return (seen, false);
+                            }
+                            Ok(Some(commit)) if commit.stream != "last" => seen.push(commit.seq),
+                            Ok(_) => {}
+                            Err(Error::Closed) => return (seen, false),
+                            Err(Error::Purged { .. }) => return (seen, true),
+                            Err(error) => panic!("subscriber: {error}"),
+                        }
+                    }
+                })
+            })
+            .collect();
         let purger = {
             let log = Arc::clone(&log);
             thread::spawn(move || {
@@ -465,16 +476,25 @@ fn subscribers_purges_and_close_race_appenders() {
         purger.join().expect("purger");
         let last = log.last_seq();
         let first = log.first_seq();
+        log.append("last", Expected::Any, &[Event::new("t", vec![1])])
+            .expect("the last append");
+        let mut followers = followers.into_iter();
+        let until_closed = followers.next().expect("three followers");
+        let mut results: Vec<_> = followers
+            .map(|follower| follower.join().expect("follower"))
+            .collect();
         drop(log);
-        let (seen, purged) = follower.join().expect("follower");
-        assert!(
-            seen.windows(2).all(|pair| pair[1] == pair[0] + 1),
-            "in order, no gap: {seen:?}"
-        );
-        if !purged {
-            assert_eq!(seen.len() as u64, last, "every record, then Closed");
-        } else {
-            assert!(seen.last().is_none_or(|&seq| seq + 1 < first));
+        results.push(until_closed.join().expect("follower"));
+        for (seen, purged) in results {
+            assert!(
+                seen.windows(2).all(|pair| pair[1] == pair[0] + 1),
+                "in order, no gap: {seen:?}"
+            );
+            if !purged {
+                assert_eq!(seen.len() as u64, last, "every record, then Closed");
+            } else {
+                assert!(seen.last().is_none_or(|&seq| seq + 1 < first));
+            }
         }
         let acked = asked.iter().filter(|ask| ask.outcome.is_ok()).count() as u64;
         assert_eq!(acked, last);

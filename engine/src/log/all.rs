@@ -10,7 +10,7 @@ use std::sync::Arc;
 use durlog_vfs::{VfsFile, read_exact_at};
 
 use crate::error::Error;
-use crate::format::{Event, decode_batch, parse_record};
+use crate::format::{Event, Record, decode_batch, parse_record};
 use crate::segment::{Handles, read_record_bytes};
 
 use super::commit::Committed;
@@ -180,12 +180,24 @@ fn reread(
 /// one with `seq`.
 fn check_commit(bytes: &[u8], seq: u64) -> Result<Commit, String> {
     let record = parse_record(bytes).map_err(|error| error.to_string())?;
-    if record.seq != seq || record.len != bytes.len() {
+    if record.len != bytes.len() {
         return Err(format!(
             "record holds seq {} in {} bytes, the log expects seq {seq} in {}",
             record.seq,
             record.len,
             bytes.len()
+        ));
+    }
+    commit_of(&record, seq)
+}
+
+/// A parsed record as a [`Commit`], if it is the one with `seq` and its
+/// batch decodes.
+pub(crate) fn commit_of(record: &Record<'_>, seq: u64) -> Result<Commit, String> {
+    if record.seq != seq {
+        return Err(format!(
+            "record holds seq {} in {} bytes, the log expects seq {seq}",
+            record.seq, record.len
         ));
     }
     let batch = decode_batch(record.payload).map_err(|error| error.to_string())?;
@@ -210,12 +222,15 @@ impl OwnHandles {
         }
     }
 
+    /// The handle of segment number `segment`, whose first seq is
+    /// `segment_first_seq`.
     pub(crate) fn file(
         &mut self,
         settings: &Settings,
-        run: &Run,
+        segment: u32,
+        segment_first_seq: u64,
     ) -> Result<Arc<dyn VfsFile>, Error> {
-        let path = || settings.segment_path(run.segment_first_seq);
-        Ok(self.handles.get(settings.vfs.as_ref(), run.segment, path)?)
+        let path = || settings.segment_path(segment_first_seq);
+        Ok(self.handles.get(settings.vfs.as_ref(), segment, path)?)
     }
 }

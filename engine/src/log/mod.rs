@@ -63,7 +63,7 @@ pub use subscribe::Subscription;
 
 use commit::{Committed, GroupCommit, Member};
 use settings::Settings;
-use subscribe::{Feed, PublishedGroup};
+use subscribe::Feed;
 use writer::WriterSide;
 
 /// A crash-safe, append-only, segmented event log. `Send + Sync`.
@@ -92,7 +92,8 @@ pub struct Log {
     /// Lock rank 1. Shared with subscriptions, which read the committed
     /// state (segments and offsets) to find records.
     shared: Arc<Mutex<Shared>>,
-    /// A leaf lock: the last published seq, for subscriptions to wait on.
+    /// The last published seq, which subscriptions read without a lock,
+    /// and a leaf lock for those that have caught up to sleep under.
     feed: Arc<Feed>,
     /// The writer side; `None` for a log opened read-only, which refuses
     /// every append.
@@ -254,10 +255,10 @@ impl Log {
         } = &mut *shared;
         commit.committing = false;
         let durable = result.is_ok();
-        let (segment, offset) = (group.segment, group.offset);
+        let segment = group.segment;
         let mut members = commit::publish(commit, state, stats, &self.settings, group, result);
         let published = state.last_seq;
-        let segment_first_seq = state.find_segment(segment).map(|s| s.first_seq);
+        let segment_kept = state.find_segment(segment).is_some();
         // Wake outside the lock: the next leader, woken first, can form its
         // group while this thread is still waking the rest.
         let mut threads = commit.threads_to_wake();
@@ -265,15 +266,8 @@ impl Log {
         for thread in threads.drain(..) {
             thread.unpark();
         }
-        if durable && let Some(segment_first_seq) = segment_first_seq {
-            let first = published + 1 - members.len() as u64;
-            self.feed.publish(PublishedGroup {
-                seqs: first..published + 1,
-                segment,
-                segment_first_seq,
-                offset,
-                lengths: &mut members.iter().map(|member| member.pending.record_len()),
-            });
+        if durable && segment_kept {
+            self.feed.publish(published);
         }
         self.recycle_payloads(&mut members);
         let mut shared = lock(&self.shared);

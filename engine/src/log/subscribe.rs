@@ -2,57 +2,67 @@
 //! the log (catch-up), then each new one once it is acknowledged (live),
 //! in seq order, with no gap and no repeat.
 //!
-//! A subscription keeps only its next seq and a small buffer: records come
-//! from the segment files, a run at a time, so a slow subscriber costs the
-//! writers nothing and memory does not grow with how far behind it is. The
-//! writers publish the last acknowledged seq to a [`Feed`] after each group
-//! is durable and published; a subscriber that has caught up sleeps on the
-//! feed's condition variable. A record cut back after a failed write was
-//! never published, so it is never delivered.
+//! A subscription keeps only its next seq, where that record starts if it
+//! is in the same segment as the last one read, and a small buffer:
+//! records come from the segment files, a run at a time, so a slow
+//! subscriber costs the writers nothing and memory does not grow with how
+//! far behind it is. The writers publish the last acknowledged seq to a
+//! [`Feed`] after each group is durable and published; a subscriber that
+//! has caught up sleeps on the feed. A record cut back after a failed
+//! write was never published, so it is never delivered.
+//!
+//! What a leader pays for subscribers is kept to an atomic store when none
+//! sleeps, and a lock and one wake-up when some do: a live subscriber
+//! reads its next records where the last one ended, with no lock, and
+//! looks positions up under the log's lock only at a segment's end, after
+//! a truncation, or where the bytes there are not the records it expects.
 
 use std::collections::VecDeque;
-use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::Error;
-use crate::sync::{AtomicU64, AtomicUsize, Condvar, Mutex, Ordering, Rank};
+use crate::format::parse_record;
+use crate::sync::{AtomicU64, AtomicUsize, Condvar, Mutex, MutexGuard, Ordering, Rank};
 
-use super::all::{Commit, OwnHandles, Run, read_run};
+use super::all::{Commit, OwnHandles, commit_of, read_run};
 use super::settings::Settings;
 use super::{Log, Shared, lock};
 
 /// Records read ahead of the subscriber, at most (one run's worth).
 const AHEAD_MAX: u64 = 256;
 
-/// Positions of the most recent records the feed keeps, so that a live
-/// subscriber finds its next record without the writers' lock.
-const RECENT_MAX: usize = 4096;
-
-/// Where a published record lies.
-#[derive(Clone, Copy, Debug)]
-struct Position {
-    seq: u64,
-    segment: u32,
-    segment_first_seq: u64,
-    start: u64,
-    end: u64,
-}
-
-/// A published group, as the feed records it: its seqs, its segment, and
-/// its records' lengths from `offset` on.
-pub(crate) struct PublishedGroup<'a> {
-    pub(crate) seqs: Range<u64>,
-    pub(crate) segment: u32,
-    pub(crate) segment_first_seq: u64,
-    pub(crate) offset: u64,
-    pub(crate) lengths: &'a mut dyn Iterator<Item = u64>,
-}
+/// Bytes a live subscriber reads where its last record ended, at least
+/// and at most.
+const FOLLOW_BYTES_MIN: usize = 4 << 10;
+const FOLLOW_BYTES_MAX: usize = 1 << 20;
 
 /// What writers tell subscribers: the last acknowledged seq, and whether
 /// the log is closed. Its lock is a leaf: taken with no other held.
+///
+/// Waking a sleeper costs the waker a system call and, on a busy machine,
+/// its core. So a leader takes the lock only if a subscriber sleeps or is
+/// about to (`sleepers`), and then wakes one, the head (the first to fall
+/// asleep); the head, once it runs, wakes the others. Waking all 16 of a
+/// benchmark's subscribers after each group cost one writer half its
+/// appends on 2 cores; a chain (each sleeper waking the next) was tried
+/// and was worse still: the last one waits for all.
+///
+/// `last_seq` and `sleepers` pair as in Dekker's algorithm, both
+/// `SeqCst`: a leader stores `last_seq`, then loads `sleepers`; a
+/// subscriber, holding the lock, adds itself to `sleepers`, then loads
+/// `last_seq`. At least one of the two sees the other's store, so either
+/// the subscriber does not sleep or the leader takes the lock, which it
+/// gets only once the subscriber is asleep, and wakes it.
 pub(crate) struct Feed {
+    /// The last seq acknowledged and published.
+    last_seq: AtomicU64,
+    /// Subscribers asleep, or holding the lock on their way to sleep.
+    sleepers: AtomicUsize,
     state: Mutex<FeedState>,
+    /// The head's condition variable: at most one sleeper.
+    head: Condvar,
+    /// Every other sleeper's.
     moved: Condvar,
     /// The first seq the log keeps (a purge raises it), and how many
     /// truncations there were: read without the lock by subscribers,
@@ -62,82 +72,112 @@ pub(crate) struct Feed {
 }
 
 struct FeedState {
-    last_seq: u64,
     /// The last seq each truncation kept, in order.
     truncations: Vec<u64>,
     closed: bool,
-    /// Subscribers asleep on `moved`: writers skip the wake-up if none.
+    /// A sleeper on `head`.
+    head_waiting: bool,
+    /// Sleepers on `moved`.
     waiting: usize,
-    /// The latest records' positions, in seq order with no gap.
-    recent: VecDeque<Position>,
 }
 
 impl Feed {
     pub(crate) fn new(first_seq: u64, last_seq: u64) -> Feed {
         Feed {
+            last_seq: AtomicU64::new(last_seq),
+            sleepers: AtomicUsize::new(0),
             first_seq: AtomicU64::new(first_seq),
             truncation_count: AtomicUsize::new(0),
             state: Mutex::new(
                 Rank::Leaf,
                 FeedState {
-                    last_seq,
                     truncations: Vec::new(),
                     closed: false,
+                    head_waiting: false,
                     waiting: 0,
-                    recent: VecDeque::with_capacity(RECENT_MAX),
                 },
             ),
+            head: Condvar::new(),
             moved: Condvar::new(),
         }
     }
 
-    /// `group` is durable and published. Leaders tell the feed after
-    /// they release the shared lock, so a later group's leader may come
-    /// first: the feed keeps the highest seq, and keeps positions only
-    /// while they follow each other (a subscriber that finds none for its
-    /// next seq looks them up under the shared lock).
-    pub(crate) fn publish(&self, group: PublishedGroup<'_>) {
-        let mut state = lock(&self.state);
-        state.last_seq = state.last_seq.max(group.seqs.end - 1);
-        let follows = state
-            .recent
-            .back()
-            .is_none_or(|back| back.seq + 1 == group.seqs.start);
-        if !follows {
-            state.recent.clear();
-        }
-        let mut start = group.offset;
-        for (seq, len) in group.seqs.zip(group.lengths) {
-            if state.recent.len() == RECENT_MAX {
-                state.recent.pop_front();
+    /// Every record up to `last_seq` is durable and published. Leaders
+    /// tell the feed after they release the shared lock, so a later
+    /// group's leader may come first: the feed keeps the highest seq.
+    pub(crate) fn publish(&self, last_seq: u64) {
+        let mut seen = self.last_seq.load(Ordering::SeqCst);
+        while seen < last_seq {
+            match self
+                .last_seq
+                .compare_exchange(seen, last_seq, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                Ok(_) => break,
+                Err(now) => seen = now,
             }
-            state.recent.push_back(Position {
-                seq,
-                segment: group.segment,
-                segment_first_seq: group.segment_first_seq,
-                start,
-                end: start + len,
-            });
-            start += len;
         }
-        if state.waiting > 0 {
+        if self.sleepers.load(Ordering::SeqCst) > 0 {
+            self.wake();
+        }
+    }
+
+    /// Wakes the head if there is one, else every sleeper. The lock is
+    /// let go first, so that whoever wakes need not wait for it; a
+    /// sleeper that came after gets a harmless early wake.
+    fn wake(&self) {
+        let state = lock(&self.state);
+        let (head, others) = (state.head_waiting, state.waiting > 0);
+        drop(state);
+        if head {
+            self.head.notify_one();
+        } else if others {
             self.moved.notify_all();
         }
     }
 
+    /// Sleeps until woken or `timeout` passes, unless `ready` holds once
+    /// this thread counts as a sleeper (see [`Feed`]): as the head if
+    /// there is none, which then wakes the others on its way out,
+    /// whatever woke it; else as one of the others.
+    fn sleep<'a>(
+        &self,
+        mut state: MutexGuard<'a, FeedState>,
+        timeout: Duration,
+        ready: impl Fn(&Feed) -> bool,
+    ) -> MutexGuard<'a, FeedState> {
+        self.sleepers.fetch_add(1, Ordering::SeqCst);
+        if !ready(self) {
+            if state.head_waiting {
+                state.waiting += 1;
+                state = self.moved.wait_timeout(state, timeout).0;
+                state.waiting -= 1;
+            } else {
+                state.head_waiting = true;
+                state = self.head.wait_timeout(state, timeout).0;
+                state.head_waiting = false;
+                if state.waiting > 0 {
+                    self.moved.notify_all();
+                }
+            }
+        }
+        self.sleepers.fetch_sub(1, Ordering::SeqCst);
+        state
+    }
+
+    fn last_seq(&self) -> u64 {
+        self.last_seq.load(Ordering::SeqCst)
+    }
+
     /// A purge made `first_seq` the first record kept.
     pub(crate) fn purged(&self, first_seq: u64) {
-        let mut state = lock(&self.state);
         self.first_seq.store(first_seq, Ordering::Release);
-        state.recent.retain(|position| position.seq >= first_seq);
     }
 
     /// A truncation removed every record after `last_seq`; it is durable,
     /// and no later record is published yet.
     pub(crate) fn truncated(&self, last_seq: u64) {
         let mut state = lock(&self.state);
-        state.last_seq = last_seq;
-        state.recent.retain(|position| position.seq <= last_seq);
+        self.last_seq.store(last_seq, Ordering::SeqCst);
         state.truncations.push(last_seq);
         self.truncation_count
             .store(state.truncations.len(), Ordering::Release);
@@ -148,10 +188,10 @@ impl Feed {
     /// that takes the lead next must not overtake it.
     pub(crate) fn wait_published(&self, last_seq: u64) {
         let mut state = lock(&self.state);
-        while state.last_seq < last_seq {
-            state.waiting += 1;
-            state = self.moved.wait(state);
-            state.waiting -= 1;
+        while self.last_seq() < last_seq {
+            state = self.sleep(state, Duration::from_secs(3600), |feed| {
+                feed.last_seq() >= last_seq
+            });
         }
     }
 
@@ -171,59 +211,42 @@ impl Feed {
         (lowest, state.truncations.len())
     }
 
-    /// A run of published records from `from`, at most `count`, from the
-    /// recent positions, if they hold `from`.
-    fn recent_run(&self, from: u64, count: u64) -> Option<Run> {
-        let state = lock(&self.state);
-        if from < self.first_seq.load(Ordering::Acquire) {
-            return None;
-        }
-        let first = state.recent.front()?.seq;
-        let skip = usize::try_from(from.checked_sub(first)?).ok()?;
-        let head = *state.recent.get(skip)?;
-        let ranges = state
-            .recent
-            .range(skip..)
-            .take(count as usize)
-            .take_while(|position| {
-                position.segment == head.segment
-                    && position.seq <= state.last_seq
-                    && position.end - head.start <= 1 << 20
-            })
-            .map(|position| (position.start, position.end))
-            .collect();
-        Some(Run {
-            segment: head.segment,
-            segment_first_seq: head.segment_first_seq,
-            first: from,
-            ranges,
-        })
-    }
-
     /// The log is gone: subscribers end once they have caught up.
     pub(crate) fn close(&self) {
         lock(&self.state).closed = true;
+        self.head.notify_all();
         self.moved.notify_all();
     }
 
     /// Waits until a record past `delivered` is published, the log closes,
     /// or `deadline` passes; returns the last published seq and whether
-    /// the log is closed.
+    /// the log is closed. No lock unless it must sleep.
     fn wait_past(&self, delivered: u64, deadline: Option<Instant>) -> (u64, bool) {
+        let published = self.last_seq();
+        if published > delivered {
+            return (published, false);
+        }
         let mut state = lock(&self.state);
-        while state.last_seq <= delivered && !state.closed {
+        while self.last_seq() <= delivered && !state.closed {
             let now = Instant::now();
             let timeout = match deadline {
                 Some(deadline) if deadline <= now => break,
                 Some(deadline) => deadline - now,
                 None => Duration::from_secs(3600),
             };
-            state.waiting += 1;
-            state = self.moved.wait_timeout(state, timeout).0;
-            state.waiting -= 1;
+            state = self.sleep(state, timeout, |feed| feed.last_seq() > delivered);
         }
-        (state.last_seq, state.closed)
+        (self.last_seq(), state.closed)
     }
+}
+
+/// Where the record a subscription reads next starts, if it is in the
+/// segment of the last one it read.
+#[derive(Clone, Copy, Debug)]
+struct Cursor {
+    segment: u32,
+    segment_first_seq: u64,
+    offset: u64,
 }
 
 /// Every record from a position on, in seq order (see the module doc).
@@ -239,6 +262,8 @@ pub struct Subscription {
     prefix: String,
     /// The seq of the next record to deliver (or to pass over).
     next_seq: u64,
+    /// Where that record starts, if known.
+    cursor: Option<Cursor>,
     /// Records read ahead, all with seqs below `next_seq`, in order.
     ahead: VecDeque<Commit>,
     /// The seq of the last record delivered (`from_seq - 1` at first).
@@ -267,6 +292,7 @@ impl Log {
             handles: OwnHandles::new(),
             prefix: prefix.to_owned(),
             next_seq: from_seq.max(1),
+            cursor: None,
             ahead: VecDeque::new(),
             delivered: from_seq.max(1) - 1,
             truncations_seen,
@@ -294,6 +320,7 @@ impl Subscription {
             {
                 // Read ahead before a purge removed it: not the log's now.
                 self.next_seq = self.ahead[0].seq;
+                self.cursor = None;
                 self.ahead.clear();
                 return Err(Error::Purged { first_seq });
             }
@@ -340,7 +367,10 @@ impl Subscription {
             return Ok(());
         };
         self.ahead.retain(|commit| commit.seq <= seq);
-        self.next_seq = self.next_seq.min(seq + 1);
+        if self.next_seq > seq + 1 {
+            self.next_seq = seq + 1;
+            self.cursor = None;
+        }
         if self.delivered > seq {
             self.delivered = seq;
             return Err(Error::Truncated { seq });
@@ -348,34 +378,37 @@ impl Subscription {
         Ok(())
     }
 
-    /// Reads the next run of published records (up to `published`) into
-    /// `ahead`, keeping those of matching streams.
+    /// Reads the next published records (up to `published`) into
+    /// `ahead`, keeping those of matching streams: where the last record
+    /// read ended if that holds them, else the run the log's positions
+    /// give.
     fn read_ahead(&mut self, published: u64) -> Result<(), Error> {
         let (first_seq, _) = self.feed.changes();
         if self.next_seq < first_seq {
             return Err(Error::Purged { first_seq });
         }
+        if let Some(cursor) = self.cursor
+            && self.read_following(cursor, published)?
+        {
+            return Ok(());
+        }
         let count = (published - self.next_seq + 1).min(AHEAD_MAX);
-        let recent = self.feed.recent_run(self.next_seq, count);
-        let run = match recent {
-            Some(run) if !run.ranges.is_empty() => run,
-            _ => match lock(&self.shared)
-                .state
-                .runs(self.next_seq, count)
-                .into_iter()
-                .next()
-            {
-                Some(run) => run,
-                None => return Ok(()),
-            },
+        let run = lock(&self.shared)
+            .state
+            .runs(self.next_seq, count)
+            .into_iter()
+            .next();
+        let Some(run) = run else {
+            return Ok(());
         };
-        let run = &run;
-        let file = self.handles.file(&self.settings, run)?;
+        let file = self
+            .handles
+            .file(&self.settings, run.segment, run.segment_first_seq)?;
         let (prefix, ahead, next_seq) = (&self.prefix, &mut self.ahead, &mut self.next_seq);
         read_run(
             &self.settings,
             file.as_ref(),
-            run,
+            &run,
             &mut self.buf,
             &mut |commit| {
                 debug_assert_eq!(commit.seq, *next_seq, "subscriptions skip no seq");
@@ -384,7 +417,67 @@ impl Subscription {
                     ahead.push_back(commit);
                 }
             },
-        )
+        )?;
+        let &(_, end) = run.ranges.last().expect("a run holds a record");
+        self.cursor = Some(Cursor {
+            segment: run.segment,
+            segment_first_seq: run.segment_first_seq,
+            offset: end,
+        });
+        Ok(())
+    }
+
+    /// Reads the records from `next_seq` up to `published` at `cursor`,
+    /// with no lock; false if the bytes there do not start with the
+    /// record `next_seq` (the segment ended, or the read was unlucky),
+    /// for the caller to look its position up instead. A purge or a
+    /// truncation during the read throws the read away: after a
+    /// truncation, the bytes there may be records not yet durable.
+    fn read_following(&mut self, cursor: Cursor, published: u64) -> Result<bool, Error> {
+        let before = self.feed.changes();
+        // Loaded after `before`: a truncation it missed is seen below.
+        let published = published.min(self.feed.last_seq());
+        if published < self.next_seq {
+            return Ok(false);
+        }
+        let file = self
+            .handles
+            .file(&self.settings, cursor.segment, cursor.segment_first_seq)?;
+        let last = published.min(self.next_seq + AHEAD_MAX - 1);
+        let guess = self.buf.len().clamp(FOLLOW_BYTES_MIN, FOLLOW_BYTES_MAX);
+        self.buf.resize(guess, 0);
+        let Ok(read) = file.read_at(&mut self.buf, cursor.offset) else {
+            return Ok(false);
+        };
+        if self.feed.changes() != before {
+            return Ok(false);
+        }
+        let (prefix, ahead) = (self.prefix.as_str(), &mut self.ahead);
+        let (mut at, mut seq) = (0, self.next_seq);
+        while seq <= last {
+            let Ok(record) = parse_record(&self.buf[at..read]) else {
+                break;
+            };
+            let Ok(commit) = commit_of(&record, seq) else {
+                break;
+            };
+            if commit.stream.starts_with(prefix) {
+                ahead.push_back(commit);
+            }
+            at += record.len;
+            seq += 1;
+        }
+        if seq == self.next_seq {
+            return Ok(false);
+        }
+        // Sized for the next read: what this one used, with room to grow.
+        self.buf.truncate((2 * at).max(FOLLOW_BYTES_MIN));
+        self.next_seq = seq;
+        self.cursor = Some(Cursor {
+            offset: cursor.offset + at as u64,
+            ..cursor
+        });
+        Ok(true)
     }
 }
 
