@@ -117,6 +117,7 @@ fn live(
     writers: usize,
     subscribers: usize,
     priority: Priority,
+    batching: Duration,
     seconds: f64,
 ) -> Result<Live> {
     let _ = std::fs::remove_dir_all(dir);
@@ -126,7 +127,8 @@ fn live(
     let stop = Arc::new(AtomicBool::new(false));
     let followers: Vec<_> = (0..subscribers)
         .map(|_| {
-            let subscription = log.subscribe(1);
+            let mut subscription = log.subscribe(1);
+            subscription.set_batching(batching);
             std::thread::spawn(move || {
                 if priority == Priority::Idle {
                     run_at_idle_priority();
@@ -234,19 +236,29 @@ pub fn run(
     )?;
     writeln!(
         cost,
-        "| writers | round | 0 subscribers | 16 subscribers | ratio | 16 at SCHED_IDLE | ratio |\n|---|---|---|---|---|---|---|"
+        "| writers | round | 0 subscribers | 16 subscribers | ratio | 16 at SCHED_IDLE | ratio | 16 batching 1 ms | ratio |\n|---|---|---|---|---|---|---|---|---|"
     )?;
+    let batching = Duration::from_millis(1);
     let runs = [
-        (1, Priority::Normal, ""),
-        (16, Priority::Normal, ""),
-        (16, Priority::Idle, " (SCHED_IDLE)"),
+        (1, Priority::Normal, Duration::ZERO, ""),
+        (16, Priority::Normal, Duration::ZERO, ""),
+        (16, Priority::Idle, Duration::ZERO, " (SCHED_IDLE)"),
+        (16, Priority::Normal, batching, " (batching 1 ms)"),
     ];
     for writers in [1, 32] {
         for round in 0..rounds {
-            let without = live(&data.join("live"), writers, 0, Priority::Normal, seconds)?;
+            let without = live(
+                &data.join("live"),
+                writers,
+                0,
+                Priority::Normal,
+                Duration::ZERO,
+                seconds,
+            )?;
             let mut with_16 = Vec::new();
-            for (subscribers, priority, label) in runs {
-                let result = live(&data.join("live"), writers, subscribers, priority, seconds)?;
+            for (subscribers, priority, batching, label) in runs {
+                let dir = data.join("live");
+                let result = live(&dir, writers, subscribers, priority, batching, seconds)?;
                 writeln!(
                     out,
                     "| {writers} | {subscribers}{label} | {round} | {:.0} | {} | {} | {} of {} | {:.2} |",
@@ -261,14 +273,15 @@ pub fn run(
                     with_16.push(result.appends_per_s);
                 }
             }
-            let (normal, idle) = (with_16[0], with_16[1]);
+            let (normal, idle, batched) = (with_16[0], with_16[1], with_16[2]);
             writeln!(
                 cost,
-                "| {writers} | {round} | {:.0} ({:.2} cores) | {normal:.0} | {:.3} | {idle:.0} | {:.3} |",
+                "| {writers} | {round} | {:.0} ({:.2} cores) | {normal:.0} | {:.3} | {idle:.0} | {:.3} | {batched:.0} | {:.3} |",
                 without.appends_per_s,
                 without.cores,
                 normal / without.appends_per_s,
                 idle / without.appends_per_s,
+                batched / without.appends_per_s,
             )?;
             eprintln!("follow: {writers} writers, round {round} done");
         }

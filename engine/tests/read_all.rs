@@ -246,8 +246,9 @@ fn a_subscription_catches_up_then_follows_with_no_gap_and_no_repeat() {
     );
 }
 
-/// Live delivery across threads: writers append while subscribers follow;
-/// every subscriber sees every acknowledged record once, in seq order.
+/// Live delivery across threads: writers append while subscribers follow
+/// (one of them batching); every subscriber sees every acknowledged
+/// record once, in seq order.
 #[test]
 fn live_subscribers_see_every_record_of_concurrent_writers() {
     within(
@@ -263,7 +264,10 @@ fn live_subscribers_see_every_record_of_concurrent_writers() {
                 .unwrap();
             let subscribers: Vec<_> = (0..3)
                 .map(|i| {
-                    let subscription = log.subscribe(1 + i);
+                    let mut subscription = log.subscribe(1 + i);
+                    if i == 1 {
+                        subscription.set_batching(Duration::from_millis(2));
+                    }
                     std::thread::spawn(move || {
                         subscription
                             .map(|item| item.expect("no error").seq)

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::Error;
 use crate::format::parse_record;
-use crate::sync::{AtomicU64, AtomicUsize, Condvar, Mutex, MutexGuard, Ordering, Rank};
+use crate::sync::{AtomicU64, AtomicUsize, Condvar, Mutex, MutexGuard, Ordering, Rank, thread};
 
 use super::all::{Commit, OwnHandles, commit_of, read_run};
 use super::settings::Settings;
@@ -271,6 +271,9 @@ pub struct Subscription {
     /// Truncations of the log already taken into account.
     truncations_seen: usize,
     buf: Vec<u8>,
+    /// How long a caught-up subscription lets records gather before it
+    /// looks for them (`set_batching`).
+    batching: Duration,
 }
 
 impl Log {
@@ -297,6 +300,7 @@ impl Log {
             delivered: from_seq.max(1) - 1,
             truncations_seen,
             buf: Vec::new(),
+            batching: Duration::ZERO,
         }
     }
 }
@@ -328,6 +332,7 @@ impl Subscription {
                 self.delivered = commit.seq;
                 return Ok(Some(commit));
             }
+            self.let_records_gather(deadline);
             let (published, closed) = self.feed.wait_past(self.next_seq - 1, deadline);
             if published >= self.next_seq {
                 let before = self.feed.changes();
@@ -343,6 +348,34 @@ impl Subscription {
             } else {
                 return Ok(None);
             }
+        }
+    }
+
+    /// Once caught up, waits `window` before it looks for the next records
+    /// (at most until the deadline of the call), so that it reads them a
+    /// run at a time instead of being woken for each group: each record
+    /// is delivered up to `window` later, and the subscription's thread
+    /// wakes at most once per `window` while the log is busy. Zero (the
+    /// default) delivers each group as soon as it is published. On a
+    /// machine with few cores, where every thread that runs slows the
+    /// writers (BENCHMARKS.md, "Reading the whole log and following
+    /// it"), a few milliseconds make many subscribers cheap.
+    pub fn set_batching(&mut self, window: Duration) {
+        self.batching = window;
+    }
+
+    /// The pause of [`Subscription::set_batching`], if the subscription
+    /// has caught up.
+    fn let_records_gather(&self, deadline: Option<Instant>) {
+        if self.batching.is_zero() || self.feed.last_seq() >= self.next_seq {
+            return;
+        }
+        let left = deadline.map_or(self.batching, |deadline| {
+            deadline.saturating_duration_since(Instant::now())
+        });
+        let pause = self.batching.min(left);
+        if !pause.is_zero() {
+            thread::sleep(pause);
         }
     }
 
