@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{Backend, TEST_LIMIT, clock, event, within};
 use durlog::vfs::{FaultConfig, FaultKind, SimVfs};
@@ -319,4 +319,47 @@ fn nothing_unsynced_is_delivered() {
     );
     assert_eq!(next(&mut subscription).map(|commit| commit.seq), Some(1));
     assert_eq!(next(&mut subscription), None);
+}
+
+/// A caught-up subscription waits out its timeout before it says no
+/// record came (a lower bound only: the machine may be slower, never
+/// faster).
+#[test]
+fn next_timeout_waits_for_its_timeout() {
+    let log = Backend::sim(6).open(clock(7)).unwrap();
+    log.append("s", Expected::Any, &[event("t", b"one")])
+        .unwrap();
+    let mut subscription = log.subscribe(1);
+    assert_eq!(next(&mut subscription).map(|commit| commit.seq), Some(1));
+    let timeout = Duration::from_millis(30);
+    let started = Instant::now();
+    assert_eq!(subscription.next_timeout(timeout).unwrap(), None);
+    assert!(started.elapsed() >= timeout, "{:?}", started.elapsed());
+}
+
+/// With batching, a subscription that delivered the last record published
+/// lets records gather for its window before it looks again: a record
+/// appended meanwhile still comes, only after the window (a lower bound
+/// again). Without batching, it comes at once.
+#[test]
+fn a_batching_subscription_waits_its_window_once_caught_up() {
+    let log = Backend::sim(7).open(clock(7)).unwrap();
+    let window = Duration::from_millis(40);
+    let mut batching = log.subscribe(1);
+    batching.set_batching(window);
+    let mut eager = log.subscribe(1);
+    log.append("s", Expected::Any, &[event("t", b"one")])
+        .unwrap();
+    for subscription in [&mut batching, &mut eager] {
+        let first = subscription.next_timeout(Duration::from_secs(60)).unwrap();
+        assert_eq!(first.map(|commit| commit.seq), Some(1));
+    }
+    log.append("s", Expected::Any, &[event("t", b"two")])
+        .unwrap();
+    let started = Instant::now();
+    let second = batching.next_timeout(Duration::from_secs(60)).unwrap();
+    assert_eq!(second.map(|commit| commit.seq), Some(2));
+    assert!(started.elapsed() >= window, "{:?}", started.elapsed());
+    let second = eager.next_timeout(Duration::from_secs(60)).unwrap();
+    assert_eq!(second.map(|commit| commit.seq), Some(2));
 }

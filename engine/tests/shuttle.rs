@@ -500,3 +500,116 @@ fn subscribers_purges_and_close_race_appenders() {
         assert_eq!(acked, last);
     });
 }
+
+/// The record with `seq` in what a crash would leave now, as (stream,
+/// first version).
+fn durable_record(vfs: &SimVfs, seq: u64) -> Option<(String, u64)> {
+    let names = vfs.list_dir(Path::new(DIR)).unwrap_or_default();
+    names
+        .into_iter()
+        .filter(|entry| entry.name.ends_with(".log"))
+        .filter_map(|entry| vfs.durable_contents(&Path::new(DIR).join(&entry.name)))
+        .find_map(|bytes| {
+            let mut at = 0;
+            while let Ok(record) = parse_record(&bytes[at..]) {
+                if record.seq == seq {
+                    let batch = decode_batch(record.payload).ok()?;
+                    return Some((batch.stream, batch.first_version));
+                }
+                at += record.len;
+            }
+            None
+        })
+}
+
+/// A truncation races appenders and two subscribers: every record a
+/// subscriber keeps was durable when it got it (after a truncation, the
+/// places of the records cut off fill with new records before they are
+/// synced), and once told `Truncated` and given the last record, each
+/// has exactly the log's records; none sleeps through the truncation
+/// (a deadlock under shuttle, whose `wait_timeout` never times out).
+#[test]
+fn a_truncation_races_appenders_and_subscribers() {
+    check(|| {
+        let setup = Setup {
+            faults: FaultConfig::none(),
+            segment_bytes: 160,
+            max_bytes: 0,
+        };
+        let vfs = SimVfs::with_faults(3, setup.faults.clone());
+        let log = Arc::new(open(&vfs, &setup));
+        let followers: Vec<_> = (0..2)
+            .map(|_| {
+                let mut subscription = log.subscribe(1);
+                let vfs = vfs.clone();
+                thread::spawn(move || {
+                    // Each record with whether it was durable when looked
+                    // at, a moment after delivery: one the truncation cut
+                    // meanwhile is not, and must then be taken back.
+                    let mut seen: Vec<(Commit, bool)> = Vec::new();
+                    loop {
+                        match subscription.next_timeout(Duration::from_secs(3600)) {
+                            Ok(Some(commit)) if commit.stream == "last" => return seen,
+                            Ok(Some(commit)) => {
+                                let held = (commit.stream.clone(), commit.first_version);
+                                let durable = durable_record(&vfs, commit.seq) == Some(held);
+                                seen.push((commit, durable));
+                            }
+                            Ok(None) => {}
+                            Err(Error::Truncated { seq }) => {
+                                seen.retain(|(commit, _)| commit.seq <= seq);
+                            }
+                            Err(error) => panic!("subscriber: {error}"),
+                        }
+                    }
+                })
+            })
+            .collect();
+        let truncater = {
+            let log = Arc::clone(&log);
+            thread::spawn(move || {
+                let last = log.last_seq();
+                if last > 1 {
+                    log.truncate_after(last - 1).expect("truncate");
+                }
+            })
+        };
+        // Not `appenders`: its check that an `Ok` is durable when it
+        // returns does not hold with a truncation cutting records off.
+        let writers: Vec<_> = (0..2u8)
+            .map(|writer| {
+                let log = Arc::clone(&log);
+                thread::spawn(move || {
+                    let stream = ["w0", "w1"][usize::from(writer)];
+                    for size in 0..3 {
+                        let events = [Event::new("t", vec![writer + 1; 20 + size])];
+                        log.append(stream, Expected::Any, &events).expect("append");
+                    }
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.join().expect("writer");
+        }
+        truncater.join().expect("truncater");
+        log.append("last", Expected::Any, &[Event::new("t", vec![1])])
+            .expect("the last append");
+        let records = log.read_all(1, usize::MAX).expect("read_all");
+        let wanted: Vec<(u64, String, u64)> = records
+            .into_iter()
+            .filter(|commit| commit.stream != "last")
+            .map(|commit| (commit.seq, commit.stream, commit.first_version))
+            .collect();
+        for follower in followers {
+            let seen = follower.join().expect("follower");
+            if let Some((commit, _)) = seen.iter().find(|(_, durable)| !durable) {
+                panic!("seq {} delivered before it was durable", commit.seq);
+            }
+            let seen: Vec<_> = seen
+                .into_iter()
+                .map(|(commit, _)| (commit.seq, commit.stream, commit.first_version))
+                .collect();
+            assert_eq!(seen, wanted, "a subscriber's records against the log's");
+        }
+    });
+}

@@ -46,7 +46,7 @@ P=[
  ("engine/src/log/all.rs","            if run.ranges.is_empty() {\n                position += 1;","            if run.ranges.is_empty() {\n                position += 1;\n                seq += 1;")]),
 ("18-deliver-cut-back","Subscriptions: a group that failed and was cut back published to readers",[
  ("engine/src/log/commit.rs","        Err(failure) => {\n            commit.poisoned |= failure.poisoned;","        Err(failure) => {\n            if (group.segment as usize) < state.segments.len() {\n                acknowledge(commit, state, stats, &group);\n            }\n            commit.poisoned |= failure.poisoned;"),
- ("engine/src/log/mod.rs","        if durable && segment_kept {","        if segment_kept {")]),
+ ("engine/src/log/mod.rs","        let publishing = durable && segment_kept;","        let publishing = segment_kept;")]),
 ("19-purge-deletes-before-the-marker","Retention: a purge removes its segments before the state file naming the new first seq is durable",[
  ("engine/src/log/retention.rs","        self.write_state_or_poison(&plan.state)?;\n        // Decided: the state file disowns","        for path in &plan.paths {\n            vfs.remove_file(path)?;\n        }\n        vfs.sync_dir(dir)?;\n        self.write_state_or_poison(&plan.state)?;\n        // Decided: the state file disowns"),
  ("engine/src/log/retention.rs","            .try_for_each(|path| vfs.remove_file(path))\n            .and_then(|()| vfs.sync_dir(dir));\n        if let Err(error) = removed {\n            self.poison(error);\n        }\n        Ok(())","            .try_for_each(|_| Ok(()))\n            .and_then(|()| vfs.sync_dir(dir));\n        if let Err(error) = removed {\n            self.poison(error);\n        }\n        Ok(())")]),
@@ -64,7 +64,7 @@ P=[
  ("engine/src/log/commit.rs","        {\n            threads.push(next.clone());\n        }","        {\n            let _ = next;\n        }")]),
 ("threads/02-roll-publishes-before-the-dir-sync","Threads: a roll's directory sync done after the group is published (the woken appenders return first)",[
  ("engine/src/log/writer.rs","        settings\n            .vfs\n            .sync_dir(&settings.dir)\n            .map_err(GroupFailure::poisoning)?;\n",""),
- ("engine/src/log/mod.rs","        for thread in threads.drain(..) {\n            thread.unpark();\n        }\n        if durable","        for thread in threads.drain(..) {\n            thread.unpark();\n        }\n        if durable && group_rolled {\n            thread::yield_now();\n            let _ = self.settings.vfs.sync_dir(&self.settings.dir);\n        }\n        if durable"),
+ ("engine/src/log/mod.rs","        for thread in threads.drain(..) {\n            thread.unpark();\n        }\n        if publishing","        for thread in threads.drain(..) {\n            thread.unpark();\n        }\n        if durable && group_rolled {\n            thread::yield_now();\n            let _ = self.settings.vfs.sync_dir(&self.settings.dir);\n        }\n        if publishing"),
  ("engine/src/log/mod.rs","        let segment = group.segment;\n","        let segment = group.segment;\n        let group_rolled = group.roll_to.is_some();\n")]),
 ("threads/03-roll-spins-on-the-preparer","Threads: a roll waits for the preparer holding the writer's lock, which the preparer needs to finish",[
  ("engine/src/log/writer.rs","            while matches!(writer.next, Next::Preparing(_)) {\n                writer = self.wait(writer);\n            }","            while matches!(writer.next, Next::Preparing(_)) {\n                crate::sync::thread::yield_now();\n            }")]),
@@ -75,6 +75,10 @@ P=[
 ("threads/06-publish-reads-sleepers-first","Threads: a leader looks for sleeping subscribers before it stores the seq it publishes (Dekker's order broken: a subscriber falls asleep on a record already there)",[
  ("engine/src/log/subscribe.rs","    pub(crate) fn publish(&self, last_seq: u64) {\n","    pub(crate) fn publish(&self, last_seq: u64) {\n        let sleeping = self.sleepers.load(Ordering::SeqCst) > 0;\n"),
  ("engine/src/log/subscribe.rs","        if self.sleepers.load(Ordering::SeqCst) > 0 {\n            self.wake();","        if sleeping {\n            self.wake();")]),
+("threads/07-truncation-overtakes-a-publish","Threads: a truncation does not wait for the publishes of groups already out of the lead, which then raise the feed's last seq over the records it cut",[
+ ("engine/src/log/subscribe.rs","        while self.publishing.load(Ordering::SeqCst) > 0 {","        while false && self.publishing.load(Ordering::SeqCst) > 0 {")]),
+("threads/08-sleeps-through-a-truncation","Threads: a subscriber asleep past a truncation's last seq is not woken by it, and waits for a seq above the one it delivered",[
+ ("engine/src/log/subscribe.rs","        while self.last_seq() <= delivered && !state.closed && !truncated() {","        while self.last_seq() <= delivered && !state.closed {\n            let _ = truncated;")]),
 ]
 for name, desc, subs in P:
     scratch=tempfile.mkdtemp(prefix='durlog-pitfall-')

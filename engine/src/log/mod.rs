@@ -259,6 +259,12 @@ impl Log {
         let mut members = commit::publish(commit, state, stats, &self.settings, group, result);
         let published = state.last_seq;
         let segment_kept = state.find_segment(segment).is_some();
+        let publishing = durable && segment_kept;
+        if publishing {
+            // Before the lead goes: a truncation that takes it next waits
+            // for this publish to land rather than be overtaken by it.
+            self.feed.will_publish();
+        }
         // Wake outside the lock: the next leader, woken first, can form its
         // group while this thread is still waking the rest.
         let mut threads = commit.threads_to_wake();
@@ -266,7 +272,7 @@ impl Log {
         for thread in threads.drain(..) {
             thread.unpark();
         }
-        if durable && segment_kept {
+        if publishing {
             self.feed.publish(published);
         }
         self.recycle_payloads(&mut members);

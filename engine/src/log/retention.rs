@@ -233,10 +233,9 @@ impl Log {
             if seq >= state.last_seq {
                 return Ok(());
             }
-            (state.truncate_plan(seq), state.last_seq)
+            state.truncate_plan(seq)
         };
-        let (plan, published) = plan;
-        self.feed.wait_published(published);
+        self.feed.wait_published();
         self.truncate(writer, &plan)
     }
 

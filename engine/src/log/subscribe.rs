@@ -57,6 +57,8 @@ const FOLLOW_BYTES_MAX: usize = 1 << 20;
 pub(crate) struct Feed {
     /// The last seq acknowledged and published.
     last_seq: AtomicU64,
+    /// Groups whose leader let go of the lead and has yet to publish.
+    publishing: AtomicUsize,
     /// Subscribers asleep, or holding the lock on their way to sleep.
     sleepers: AtomicUsize,
     state: Mutex<FeedState>,
@@ -85,6 +87,7 @@ impl Feed {
     pub(crate) fn new(first_seq: u64, last_seq: u64) -> Feed {
         Feed {
             last_seq: AtomicU64::new(last_seq),
+            publishing: AtomicUsize::new(0),
             sleepers: AtomicUsize::new(0),
             first_seq: AtomicU64::new(first_seq),
             truncation_count: AtomicUsize::new(0),
@@ -102,6 +105,11 @@ impl Feed {
         }
     }
 
+    /// A leader, still holding the lead, will publish its group.
+    pub(crate) fn will_publish(&self) {
+        self.publishing.fetch_add(1, Ordering::SeqCst);
+    }
+
     /// Every record up to `last_seq` is durable and published. Leaders
     /// tell the feed after they release the shared lock, so a later
     /// group's leader may come first: the feed keeps the highest seq.
@@ -116,22 +124,18 @@ impl Feed {
                 Err(now) => seen = now,
             }
         }
+        self.publishing.fetch_sub(1, Ordering::SeqCst);
         if self.sleepers.load(Ordering::SeqCst) > 0 {
             self.wake();
         }
     }
 
-    /// Wakes the head if there is one, else every sleeper. The lock is
-    /// let go first, so that whoever wakes need not wait for it; a
-    /// sleeper that came after gets a harmless early wake.
+    /// Wakes the head, if one sleeps. No other sleeper needs the leader:
+    /// each fell asleep behind a head, and a head wakes them all when it
+    /// wakes, whatever woke it.
     fn wake(&self) {
-        let state = lock(&self.state);
-        let (head, others) = (state.head_waiting, state.waiting > 0);
-        drop(state);
-        if head {
+        if lock(&self.state).head_waiting {
             self.head.notify_one();
-        } else if others {
-            self.moved.notify_all();
         }
     }
 
@@ -181,16 +185,25 @@ impl Feed {
         state.truncations.push(last_seq);
         self.truncation_count
             .store(state.truncations.len(), Ordering::Release);
+        // A sleeper past `last_seq` waits for a seq above the one it
+        // delivered: it must hear of the truncation now, not once the
+        // log grows past it again. Rare enough to wake them all.
+        drop(state);
+        self.head.notify_all();
+        self.moved.notify_all();
     }
 
-    /// Waits until every record up to `last_seq` is published here: a
-    /// leader tells the feed after it lets go of the lead, so a truncation
-    /// that takes the lead next must not overtake it.
-    pub(crate) fn wait_published(&self, last_seq: u64) {
+    /// Waits until every group whose leader let go of the lead is
+    /// published here. A truncation, which then holds the lead (so no
+    /// other group is under way), lowers the last seq: a group published
+    /// after that, but cut by it, would raise it again over records that
+    /// are gone, and over their places, where new records go before they
+    /// are durable (found by shuttle: `a_truncation_races_...`).
+    pub(crate) fn wait_published(&self) {
         let mut state = lock(&self.state);
-        while self.last_seq() < last_seq {
+        while self.publishing.load(Ordering::SeqCst) > 0 {
             state = self.sleep(state, Duration::from_secs(3600), |feed| {
-                feed.last_seq() >= last_seq
+                feed.publishing.load(Ordering::SeqCst) == 0
             });
         }
     }
@@ -219,15 +232,22 @@ impl Feed {
     }
 
     /// Waits until a record past `delivered` is published, the log closes,
-    /// or `deadline` passes; returns the last published seq and whether
-    /// the log is closed. No lock unless it must sleep.
-    fn wait_past(&self, delivered: u64, deadline: Option<Instant>) -> (u64, bool) {
+    /// a truncation after the first `truncations_seen` comes, or
+    /// `deadline` passes; returns the last published seq and whether the
+    /// log is closed. No lock unless it must sleep.
+    fn wait_past(
+        &self,
+        delivered: u64,
+        truncations_seen: usize,
+        deadline: Option<Instant>,
+    ) -> (u64, bool) {
         let published = self.last_seq();
         if published > delivered {
             return (published, false);
         }
+        let truncated = || self.truncation_count.load(Ordering::Acquire) != truncations_seen;
         let mut state = lock(&self.state);
-        while self.last_seq() <= delivered && !state.closed {
+        while self.last_seq() <= delivered && !state.closed && !truncated() {
             let now = Instant::now();
             let timeout = match deadline {
                 Some(deadline) if deadline <= now => break,
@@ -274,6 +294,8 @@ pub struct Subscription {
     /// How long a caught-up subscription lets records gather before it
     /// looks for them (`set_batching`).
     batching: Duration,
+    /// Whether the last record delivered was the last one published then.
+    drained: bool,
 }
 
 impl Log {
@@ -301,6 +323,7 @@ impl Log {
             truncations_seen,
             buf: Vec::new(),
             batching: Duration::ZERO,
+            drained: false,
         }
     }
 }
@@ -330,10 +353,13 @@ impl Subscription {
             }
             if let Some(commit) = self.ahead.pop_front() {
                 self.delivered = commit.seq;
+                self.drained = self.ahead.is_empty() && self.feed.last_seq() < self.next_seq;
                 return Ok(Some(commit));
             }
             self.let_records_gather(deadline);
-            let (published, closed) = self.feed.wait_past(self.next_seq - 1, deadline);
+            let (published, closed) =
+                self.feed
+                    .wait_past(self.next_seq - 1, self.truncations_seen, deadline);
             if published >= self.next_seq {
                 let before = self.feed.changes();
                 if let Err(error) = self.read_ahead(published) {
@@ -345,17 +371,19 @@ impl Subscription {
                 }
             } else if closed {
                 return Err(Error::Closed);
-            } else {
+            } else if self.feed.changes().1 == self.truncations_seen {
                 return Ok(None);
             }
+            // Else a truncation woke it: take it into account first.
         }
     }
 
-    /// Once caught up, waits `window` before it looks for the next records
-    /// (at most until the deadline of the call), so that it reads them a
-    /// run at a time instead of being woken for each group: each record
-    /// is delivered up to `window` later, and the subscription's thread
-    /// wakes at most once per `window` while the log is busy. Zero (the
+    /// Once it has delivered the last record published, waits `window`
+    /// before it looks for the next ones (at most until the deadline of
+    /// the call), so that it reads them a run at a time instead of being
+    /// woken for each group: a record is delivered up to `window` later,
+    /// and the subscription's thread wakes about once per `window` while
+    /// the log is busy. Zero (the
     /// default) delivers each group as soon as it is published. On a
     /// machine with few cores, where every thread that runs slows the
     /// writers (BENCHMARKS.md, "Reading the whole log and following
@@ -364,10 +392,10 @@ impl Subscription {
         self.batching = window;
     }
 
-    /// The pause of [`Subscription::set_batching`], if the subscription
-    /// has caught up.
-    fn let_records_gather(&self, deadline: Option<Instant>) {
-        if self.batching.is_zero() || self.feed.last_seq() >= self.next_seq {
+    /// The pause of [`Subscription::set_batching`], if the last record
+    /// delivered was the last one published.
+    fn let_records_gather(&mut self, deadline: Option<Instant>) {
+        if self.batching.is_zero() || !std::mem::take(&mut self.drained) {
             return;
         }
         let left = deadline.map_or(self.batching, |deadline| {
@@ -414,17 +442,43 @@ impl Subscription {
     /// Reads the next published records (up to `published`) into
     /// `ahead`, keeping those of matching streams: where the last record
     /// read ended if that holds them, else the run the log's positions
-    /// give.
+    /// give. A purge or a truncation during the read throws what it read
+    /// away, for the caller to read again: after a truncation, the bytes
+    /// read may be records not yet durable, in the places of those cut.
     fn read_ahead(&mut self, published: u64) -> Result<(), Error> {
-        let (first_seq, _) = self.feed.changes();
-        if self.next_seq < first_seq {
-            return Err(Error::Purged { first_seq });
+        let before = self.feed.changes();
+        if self.next_seq < before.0 {
+            return Err(Error::Purged {
+                first_seq: before.0,
+            });
         }
-        if let Some(cursor) = self.cursor
-            && self.read_following(cursor, published)?
-        {
+        // Loaded after `before`: a truncation that `before` missed is
+        // seen after the read. Never past it: the committed state and the
+        // files hold the records a truncation cuts until a moment after
+        // the feed has lowered its last seq.
+        let published = published.min(self.feed.last_seq());
+        if published < self.next_seq {
             return Ok(());
         }
+        let (kept, next_seq) = (self.ahead.len(), self.next_seq);
+        let followed = match self.cursor {
+            Some(cursor) => self.read_following(cursor, published)?,
+            None => false,
+        };
+        if !followed {
+            self.read_positioned(published)?;
+        }
+        if self.feed.changes() != before {
+            self.ahead.truncate(kept);
+            self.next_seq = next_seq;
+            self.cursor = None;
+        }
+        Ok(())
+    }
+
+    /// Reads the run of records from `next_seq` up to `published` that
+    /// the committed state places, under the log's lock.
+    fn read_positioned(&mut self, published: u64) -> Result<(), Error> {
         let count = (published - self.next_seq + 1).min(AHEAD_MAX);
         let run = lock(&self.shared)
             .state
@@ -463,16 +517,8 @@ impl Subscription {
     /// Reads the records from `next_seq` up to `published` at `cursor`,
     /// with no lock; false if the bytes there do not start with the
     /// record `next_seq` (the segment ended, or the read was unlucky),
-    /// for the caller to look its position up instead. A purge or a
-    /// truncation during the read throws the read away: after a
-    /// truncation, the bytes there may be records not yet durable.
+    /// for the caller to look its position up instead.
     fn read_following(&mut self, cursor: Cursor, published: u64) -> Result<bool, Error> {
-        let before = self.feed.changes();
-        // Loaded after `before`: a truncation it missed is seen below.
-        let published = published.min(self.feed.last_seq());
-        if published < self.next_seq {
-            return Ok(false);
-        }
         let file = self
             .handles
             .file(&self.settings, cursor.segment, cursor.segment_first_seq)?;
@@ -482,9 +528,6 @@ impl Subscription {
         let Ok(read) = file.read_at(&mut self.buf, cursor.offset) else {
             return Ok(false);
         };
-        if self.feed.changes() != before {
-            return Ok(false);
-        }
         let (prefix, ahead) = (self.prefix.as_str(), &mut self.ahead);
         let (mut at, mut seq) = (0, self.next_seq);
         while seq <= last {
