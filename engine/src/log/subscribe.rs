@@ -43,17 +43,19 @@ const FOLLOW_BYTES_MAX: usize = 1 << 20;
 /// Waking a sleeper costs the waker a system call and, on a busy machine,
 /// its core. So a leader takes the lock only if a subscriber sleeps or is
 /// about to (`sleepers`), and then wakes one, the head (the first to fall
-/// asleep); the head, once it runs, wakes the others. Waking all 16 of a
-/// benchmark's subscribers after each group cost one writer half its
-/// appends on 2 cores; a chain (each sleeper waking the next) was tried
-/// and was worse still: the last one waits for all.
+/// asleep); the head, once it runs, wakes the others. With leaders waking
+/// all 16 of a benchmark's subscribers after each group (under the lock),
+/// one writer on 2 cores kept 0.44-0.54 of its appends; waking the head
+/// alone, 0.63-0.64 (BENCHMARKS.md). A chain (each sleeper waking the
+/// next) was tried and was worse still: the last one waits for all.
 ///
 /// `last_seq` and `sleepers` pair as in Dekker's algorithm, both
 /// `SeqCst`: a leader stores `last_seq`, then loads `sleepers`; a
 /// subscriber, holding the lock, adds itself to `sleepers`, then loads
 /// `last_seq`. At least one of the two sees the other's store, so either
 /// the subscriber does not sleep or the leader takes the lock, which it
-/// gets only once the subscriber is asleep, and wakes it.
+/// gets only once the subscriber is asleep, and wakes it. `publishing`
+/// pairs with `sleepers` the same way for a truncation waiting on it.
 pub(crate) struct Feed {
     /// The last seq acknowledged and published.
     last_seq: AtomicU64,
