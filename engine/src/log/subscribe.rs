@@ -116,16 +116,7 @@ impl Feed {
     /// tell the feed after they release the shared lock, so a later
     /// group's leader may come first: the feed keeps the highest seq.
     pub(crate) fn publish(&self, last_seq: u64) {
-        let mut seen = self.last_seq.load(Ordering::SeqCst);
-        while seen < last_seq {
-            match self
-                .last_seq
-                .compare_exchange(seen, last_seq, Ordering::SeqCst, Ordering::SeqCst)
-            {
-                Ok(_) => break,
-                Err(now) => seen = now,
-            }
-        }
+        self.last_seq.fetch_max(last_seq, Ordering::SeqCst);
         self.publishing.fetch_sub(1, Ordering::SeqCst);
         if self.sleepers.load(Ordering::SeqCst) > 0 {
             self.wake();
@@ -385,11 +376,11 @@ impl Subscription {
     /// the call), so that it reads them a run at a time instead of being
     /// woken for each group: a record is delivered up to `window` later,
     /// and the subscription's thread wakes about once per `window` while
-    /// the log is busy. Zero (the
-    /// default) delivers each group as soon as it is published. On a
-    /// machine with few cores, where every thread that runs slows the
-    /// writers (BENCHMARKS.md, "Reading the whole log and following
-    /// it"), a few milliseconds make many subscribers cheap.
+    /// the log is busy. Zero (the default) delivers each group as soon as
+    /// it is published. On a machine with few cores, where every thread
+    /// that runs slows the writers (BENCHMARKS.md, "Reading the whole log
+    /// and following it"), a millisecond makes many subscribers cheaper
+    /// at a low write rate, not at a high one.
     pub fn set_batching(&mut self, window: Duration) {
         self.batching = window;
     }
