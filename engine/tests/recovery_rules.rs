@@ -67,6 +67,11 @@ fn open_shape(
 /// Open refuses `bytes` by `rule`, naming the damaged record, and changes
 /// nothing.
 fn assert_refused(bytes: &[u8], group_bytes_max: u64, rule: Rule, why: &str) {
+    assert_refused_at(bytes, DAMAGE_AT, group_bytes_max, rule, why);
+}
+
+/// [`assert_refused`] for damage at `damage_at`.
+fn assert_refused_at(bytes: &[u8], damage_at: u64, group_bytes_max: u64, rule: Rule, why: &str) {
     for backend in Backend::all() {
         match open_shape(&backend, bytes, group_bytes_max) {
             Err((
@@ -78,7 +83,7 @@ fn assert_refused(bytes: &[u8], group_bytes_max: u64, rule: Rule, why: &str) {
                 Some(decided),
             )) => {
                 assert_eq!(decided, rule, "{why}: {reason}");
-                assert_eq!((file, offset), (backend.path(SEG1), DAMAGE_AT), "{why}");
+                assert_eq!((file, offset), (backend.path(SEG1), damage_at), "{why}");
             }
             other => panic!("{why} on {}: {other:?}", backend.name()),
         }
@@ -168,24 +173,103 @@ fn a_kept_page_then_a_lost_one_is_truncated_after_the_last_whole_record() {
 }
 
 #[test]
-fn a_record_with_another_seq_at_the_damage_is_refused() {
-    for seq in [2, 3, 5, 9] {
+fn a_record_with_a_later_seq_at_the_damage_is_refused() {
+    for seq in [5, 9, 4 + (1 << 32)] {
         assert_refused(
             &shape(&[&acknowledged(), &record(seq, 40)]),
             durlog::GROUP_BYTES_MAX,
             Rule::SeqAtDamage,
-            "another seq at the damage",
+            "a later seq at the damage",
         );
     }
 }
 
+/// A valid record with an older seq where record 4 belongs: a stale page
+/// or a duplicated write (the CRC covers the seq so that such a copy fails
+/// against the seq it claims), truncated like a torn tail, whole or torn.
+#[test]
+fn a_record_with_an_older_seq_at_the_damage_is_truncated() {
+    for seq in [1, 2, 3] {
+        let copy = record(seq, 40);
+        assert_truncated(
+            &shape(&[&acknowledged(), &copy]),
+            Rule::Repeated,
+            "a repeated record",
+        );
+        assert_truncated(
+            &shape(&[&acknowledged(), &copy, &zeros(300)]),
+            Rule::Repeated,
+            "a repeated record, then zeros",
+        );
+        assert_truncated(
+            &shape(&[&acknowledged(), &copy[..50]]),
+            Rule::Torn,
+            "a repeated record, torn",
+        );
+    }
+}
+
+/// A stale copy at the damage hides nothing: a later record where the
+/// torn write cannot have put it still proves the damage (record 5 in the
+/// page where record 4 belongs).
+#[test]
+fn a_repeated_record_before_a_misplaced_one_is_refused() {
+    let bytes = shape(&[&acknowledged(), &record(2, 40), &record(5, 40)]);
+    assert_refused(
+        &bytes,
+        durlog::GROUP_BYTES_MAX,
+        Rule::Misplaced,
+        "stale copy",
+    );
+}
+
 /// The first bytes of record 5 where record 4 belongs, cut short (a group
 /// written over the end of the log, then cut back): no valid record, but
-/// its header claims another seq than a torn record 4 could.
+/// its header claims a later seq than a torn record 4 could.
 #[test]
-fn another_records_header_at_the_damage_is_refused() {
+fn a_later_records_header_at_the_damage_is_refused() {
     let bytes = shape(&[&acknowledged(), &record(5, 40)[..50]]);
     assert_refused(&bytes, durlog::GROUP_BYTES_MAX, Rule::SeqAtDamage, "header");
+}
+
+/// Record 4's seq field with one bit flipped at rest to spell 5 is refused
+/// as above; flipped to spell an older seq it is the last record damaged
+/// at rest, which nothing after it proves: truncated, and reported as
+/// possibly acknowledged (FORMAT.md, "What stays ambiguous").
+#[test]
+fn a_flipped_seq_field_in_the_last_record() {
+    let mut later = record(4, 40);
+    later[8] ^= 0x01; // 4 -> 5
+    assert_refused(
+        &shape(&[&acknowledged(), &later]),
+        durlog::GROUP_BYTES_MAX,
+        Rule::SeqAtDamage,
+        "4 -> 5",
+    );
+    let mut older = record(4, 40);
+    older[8] ^= 0x06; // 4 -> 2: two bits, an older seq
+    for backend in Backend::all() {
+        let report = open_shape(&backend, &shape(&[&acknowledged(), &older]), 1 << 20)
+            .unwrap_or_else(|(error, rule)| panic!("{error} ({rule:?})"));
+        assert_eq!((report.last_seq, report.decided_by), (3, Some(Rule::Torn)));
+    }
+    let mut one_bit = record(4, 40);
+    one_bit[8] ^= 0x04; // 4 -> 0
+    for backend in Backend::all() {
+        let report = open_shape(&backend, &shape(&[&acknowledged(), &one_bit]), 1 << 20)
+            .unwrap_or_else(|(error, rule)| panic!("{error} ({rule:?})"));
+        assert!(
+            matches!(
+                report.tail,
+                Tail::Torn {
+                    may_be_acknowledged: true,
+                    ..
+                }
+            ),
+            "{:?}",
+            report.tail
+        );
+    }
 }
 
 /// The expected record itself, whole and valid, after zeros: a group that
@@ -229,6 +313,33 @@ fn the_next_records_header_inside_the_damaged_record_is_refused() {
         durlog::GROUP_BYTES_MAX,
         Rule::Misplaced,
         "next header",
+    );
+}
+
+/// The state a campaign found (issue 22, 1b), by hand: record 12 (1,876
+/// bytes at 4088, its header across the page boundary at 4096) synced,
+/// then record 13 (57 bytes) misdirected to 4608, a sector boundary inside
+/// record 12, and synced. Record 12's header is whole (its bytes on both
+/// sides of the boundary are not zeros, so both pages were kept), and the
+/// next seq's header stands inside its extent: no torn write of the last
+/// group puts it there. Open once truncated both acknowledged records.
+#[test]
+fn the_next_records_header_inside_a_record_across_a_page_boundary_is_refused() {
+    let lead: Vec<u8> = (1..=10)
+        .flat_map(|seq| record(seq, 40))
+        .chain(record(11, 4088 - 10 * 86 - 46))
+        .collect();
+    assert_eq!(lead.len(), 4088);
+    let (mut twelve, thirteen) = (record(12, 1876 - 46), record(13, 57 - 46));
+    assert_eq!((twelve.len(), thirteen.len()), (1876, 57));
+    twelve[520..577].copy_from_slice(&thirteen);
+    let bytes = shape(&[&lead, &twelve, &zeros(8192 - 5964)]);
+    assert_refused_at(
+        &bytes,
+        4088,
+        durlog::GROUP_BYTES_MAX,
+        Rule::Misplaced,
+        "the next header inside, across a page boundary",
     );
 }
 

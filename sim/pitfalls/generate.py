@@ -14,7 +14,7 @@ P=[
  ("engine/src/log/open.rs","                file.set_len(*offset)?;\n                report.bytes_truncated","                report.bytes_truncated")]),
 ("04-earlier-damage-as-torn-tail","SPEC 7.4: treating damage in an earlier segment as a torn tail",[
  ("engine/src/recovery/decide.rs","        if !is_last {\n            return Err(corrupt(","        if false && !is_last {\n            return Err(corrupt("),
- ("engine/src/recovery/mod.rs","        tail = segment_tail;\n","        tail = segment_tail;\n        if tail != Tail::Clean {\n            break;\n        }\n")]),
+ ("engine/src/recovery/mod.rs","        tail = segment_tail;\n","        tail = segment_tail;\n        if tail.0 != Tail::Clean {\n            break;\n        }\n")]),
 ("05-stale-writer-accepted","SPEC 7.5: checking only expected > current",[
  ("engine/src/error.rs","            Expected::Exact(version) => current == version,","            Expected::Exact(version) => version <= current,")]),
 ("06-read-skips-first-event","SPEC 7.6: off-by-one read (the first event asked for is skipped)",[
@@ -34,8 +34,7 @@ P=[
 ("13-trust-retried-fsync","SPEC 7.13: retrying a failed fsync and trusting it",[
  ("engine/src/log/writer.rs","            .and_then(|()| settings.failpoint(FAILPOINT_AFTER_WRITE))\n            .and_then(|()| file.sync_data());","            .and_then(|()| settings.failpoint(FAILPOINT_AFTER_WRITE))\n            .and_then(|()| file.sync_data().or_else(|_| file.sync_data()));")]),
 ("14-misplaced-as-torn","Recovery as it was before misplacement was refused: only a valid record with a higher seq at the damage counts; the rest is a torn tail",[
- ("engine/src/recovery/decide.rs","            && record.seq != expected\n","            && record.seq > expected\n"),
- ("engine/src/recovery/decide.rs","            && claims_another_seq(claimed, expected)\n","            && false\n"),
+ ("engine/src/recovery/decide.rs","            && claims_a_later_seq(claimed, expected)\n","            && false\n"),
  ("engine/src/recovery/decide.rs","        let (misplaced, why) = misplaced(rest, offset, expected, &candidates)?;","        let (misplaced, why) = misplaced(rest, offset, expected, &candidates).filter(|_| false)?;")]),
 ("15-truncate-at-first-damage","Recovery that truncates the last segment at its first damage, whatever follows it",[
  ("engine/src/recovery/decide.rs","        let expected = self.next_seq;\n        if let Ok(record) = parse_record(rest)","        let expected = self.next_seq;\n        if expected > 0 {\n            return None;\n        }\n        if let Ok(record) = parse_record(rest)")]),
@@ -60,6 +59,10 @@ P=[
  ("engine/src/recovery/state.rs","    for (stream, version) in &state.purged_versions {\n        index.seed(stream, *version);\n    }\n","    let _ = state;\n")]),
 ("24-truncation-marker-cleared-first","Truncation: the state file stops naming the truncation before its removals and its cut are durable",[
  ("engine/src/log/retention.rs","        self.write_state_or_poison(&plan.under_way)?;\n        // Decided: the state file names","        self.write_state_or_poison(&LogState {\n            truncate_after: None,\n            ..plan.under_way.clone()\n        })?;\n        // Decided: the state file names")]),
+("recovery/01-repeated-record-refused","Recovery: a valid record with an older seq at the damage (the seed's repeated record) refused as misplaced, not truncated",[
+ ("engine/src/recovery/decide.rs","            && record.seq > expected\n","            && record.seq != expected\n")]),
+("recovery/02-header-across-pages-ignored","Recovery: a damaged record's header across a page boundary never counts as the torn write's own, so a record misdirected inside it looks torn",[
+ ("engine/src/recovery/decide.rs","        Some((first, second)) if !second.is_empty() => kept(first) && kept(second),","        Some((_, second)) if !second.is_empty() => false,")]),
 ("threads/01-leader-wakes-no-successor","Threads: a leader publishes its group without waking the next leader (a lost wake-up)",[
  ("engine/src/log/commit.rs","        {\n            threads.push(next.clone());\n        }","        {\n            let _ = next;\n        }")]),
 ("threads/02-roll-publishes-before-the-dir-sync","Threads: a roll's directory sync done after the group is published (the woken appenders return first)",[

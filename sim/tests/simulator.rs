@@ -189,6 +189,7 @@ fn pitfall_patches_apply() {
         "sim/pitfalls",
         "sim/pitfalls/harmless",
         "sim/pitfalls/threads",
+        "sim/pitfalls/recovery",
     ]
     .iter()
     .flat_map(|dir| std::fs::read_dir(root.join(dir)).unwrap())

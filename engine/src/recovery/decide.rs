@@ -12,10 +12,11 @@
 //! |---|---|---|
 //! | [`Rule::Sealed`] | the damage is in a segment a later one follows | refuse |
 //! | [`Rule::ZeroTail`] | zeros only, to the end of the file | end of the log |
-//! | [`Rule::SeqAtDamage`] | a record at `d` (valid, or its header alone) with a seq other than `e` | refuse (misplaced) |
+//! | [`Rule::SeqAtDamage`] | a record at `d` (valid, or its header alone) with a seq above `e` | refuse (misplaced) |
 //! | [`Rule::BeyondGroup`] | a valid later record ends past the group window | refuse (synced damage) |
 //! | [`Rule::SingleBit`] | one flipped bit makes the record valid, and the next follows | refuse (flip at rest) |
 //! | [`Rule::Misplaced`] | a valid later record where the torn write cannot have put it | refuse (misplaced) |
+//! | [`Rule::Repeated`] | none of the above, and a valid record at `d` with a seq below `e` | repeated record: truncate |
 //! | [`Rule::Torn`] | none of the above | torn tail: truncate |
 //!
 //! The rules are tried in this order, each on one stable copy of the bytes
@@ -23,7 +24,14 @@
 //! Candidates for the rules that look beyond `d` are the valid records
 //! (CRC and batch) after `d` whose seq is at least `e`; an older seq would
 //! be a copy of an acknowledged record, which an event's data may
-//! legitimately carry. (A valid record with a seq of `e` or more inside an
+//! legitimately carry.
+//!
+//! A record with an older seq is never evidence, at `d` either: the CRC
+//! covers the seq so that a valid record copied to the wrong place (a
+//! stale page, a duplicated write: the seed's "repeated record") fails
+//! against the seq it claims, and in the last segment that is garbage a
+//! crash leaves. Only a seq above `e` at `d` shows that the expected
+//! record's group went elsewhere. (A valid record with a seq of `e` or more inside an
 //! event's data, say a record of another log stored as an event, could
 //! make a torn tail look misplaced: Open would refuse where it could have
 //! truncated. That takes a foreign record with a future seq at a place a
@@ -69,8 +77,8 @@ pub enum Rule {
     Sealed,
     /// Zeros from the damage to the end of the file: the end of the log.
     ZeroTail,
-    /// A valid record at the damage with a seq other than the expected
-    /// one: a misplaced write. Refused.
+    /// A record at the damage (valid, or its header alone) with a seq above
+    /// the expected one: a misplaced write. Refused.
     SeqAtDamage,
     /// A valid record ends beyond the group window past the damage: the
     /// damage was synced. Refused.
@@ -81,13 +89,18 @@ pub enum Rule {
     /// A valid record after the damage where the torn last write cannot
     /// have put it: a misplaced write. Refused.
     Misplaced,
+    /// None of the refusing rules apply, and a valid record with a seq
+    /// below the expected one stands at the damage: a stale or repeated
+    /// copy of an earlier record, garbage a crash leaves. Open truncates it
+    /// like a torn tail.
+    Repeated,
     /// None of the above: a torn tail, which Open truncates.
     Torn,
 }
 
 impl Rule {
     /// Every rule, in the order of the decision list.
-    pub const ALL: [Rule; 8] = [
+    pub const ALL: [Rule; 9] = [
         Rule::Structure,
         Rule::Sealed,
         Rule::ZeroTail,
@@ -95,6 +108,7 @@ impl Rule {
         Rule::BeyondGroup,
         Rule::SingleBit,
         Rule::Misplaced,
+        Rule::Repeated,
         Rule::Torn,
     ];
 
@@ -108,13 +122,14 @@ impl Rule {
             Rule::BeyondGroup => "beyond the group window",
             Rule::SingleBit => "single bit with a follower",
             Rule::Misplaced => "misplaced record",
+            Rule::Repeated => "repeated record",
             Rule::Torn => "torn",
         }
     }
 
     /// Whether Open refuses when this rule decides.
     pub fn refuses(self) -> bool {
-        !matches!(self, Rule::ZeroTail | Rule::Torn)
+        !matches!(self, Rule::ZeroTail | Rule::Repeated | Rule::Torn)
     }
 }
 
@@ -131,7 +146,7 @@ struct Candidate {
 
 impl Scanner {
     /// Decides what damage at `offset` means, as the module doc's table
-    /// says: the tail's state, or a refusal.
+    /// says: the tail's state and the rule that decided it, or a refusal.
     pub(super) fn decide(
         &self,
         window: &mut Window<'_>,
@@ -139,7 +154,7 @@ impl Scanner {
         offset: u64,
         is_last: bool,
         damage: Damage,
-    ) -> Result<Tail, Refusal> {
+    ) -> Result<(Tail, Rule), Refusal> {
         if !is_last {
             return Err(corrupt(
                 Rule::Sealed,
@@ -155,22 +170,34 @@ impl Scanner {
         // flaky read must not hide the record that proves damage.
         let rest = stable_bytes(window, path, offset, bytes)?;
         if rest.iter().all(|&byte| byte == 0) {
-            return Ok(Tail::Zeros {
+            let zeros = Tail::Zeros {
                 file: path.to_path_buf(),
                 offset,
                 bytes,
-            });
+            };
+            return Ok((zeros, Rule::ZeroTail));
         }
-        match self.refusal(&rest, offset, &damage) {
-            Some((rule, reason)) => Err(corrupt(rule, path, offset, reason)),
-            None => Ok(Tail::Torn {
-                file: path.to_path_buf(),
-                offset,
-                bytes,
-                reason: damage.to_string(),
-                may_be_acknowledged: self.repaired_by_one_bit(&rest).is_some(),
-            }),
+        if let Some((rule, reason)) = self.refusal(&rest, offset, &damage) {
+            return Err(corrupt(rule, path, offset, reason));
         }
+        let (rule, reason) = match parse_record(&rest) {
+            Ok(record) if record.seq < self.next_seq => (
+                Rule::Repeated,
+                format!(
+                    "a valid record with seq {} stands where seq {} belongs: a stale or repeated copy of an earlier record, garbage a crash leaves",
+                    record.seq, self.next_seq
+                ),
+            ),
+            _ => (Rule::Torn, damage.to_string()),
+        };
+        let torn = Tail::Torn {
+            file: path.to_path_buf(),
+            offset,
+            bytes,
+            reason,
+            may_be_acknowledged: self.repaired_by_one_bit(&rest).is_some(),
+        };
+        Ok((torn, rule))
     }
 
     /// The first refusing rule that applies to `rest` (the damaged record
@@ -178,7 +205,7 @@ impl Scanner {
     fn refusal(&self, rest: &[u8], offset: u64, damage: &Damage) -> Option<(Rule, String)> {
         let expected = self.next_seq;
         if let Ok(record) = parse_record(rest)
-            && record.seq != expected
+            && record.seq > expected
         {
             return Some((
                 Rule::SeqAtDamage,
@@ -190,7 +217,7 @@ impl Scanner {
         }
         if let Some(claimed) = Header::peek(rest).map(|header| header.seq)
             && seq_field_in_one_sector(offset)
-            && claims_another_seq(claimed, expected)
+            && claims_a_later_seq(claimed, expected)
         {
             return Some((
                 Rule::SeqAtDamage,
@@ -275,14 +302,14 @@ fn seq_field_in_one_sector(offset: u64) -> bool {
 }
 
 /// Whether a damaged record's header, claiming seq `claimed` where
-/// `expected` belongs, is another record's: a torn write leaves the
-/// expected header, a prefix of it followed by zeros (its low bytes), or
-/// garbage, which lands among the seqs a log can have (1 to `expected +
-/// 2^32`) once in about 2^32 tears.
-fn claims_another_seq(claimed: u64, expected: u64) -> bool {
-    let plausible = claimed >= 1 && claimed < expected.saturating_add(1 << 32);
-    let cut_short = (1..8).any(|bytes| claimed == expected & ((1u64 << (8 * bytes)) - 1));
-    plausible && claimed != expected && !cut_short
+/// `expected` belongs, is the start of a later record: a torn write leaves
+/// the expected header, a prefix of it followed by zeros (its low bytes,
+/// never more than `expected`), or garbage, which lands among the seqs a
+/// log can reach soon (`expected + 1` to `expected + 2^32`) once in about
+/// 2^32 tears. An older seq proves nothing: a stale or repeated copy of an
+/// earlier record is garbage a crash leaves.
+fn claims_a_later_seq(claimed: u64, expected: u64) -> bool {
+    claimed > expected && claimed < expected.saturating_add(1 << 32)
 }
 
 /// `len` bytes at `offset`, read until two reads in a row agree.
@@ -364,14 +391,8 @@ fn misplaced(
     expected: u64,
     candidates: &[Candidate],
 ) -> Option<(Candidate, &'static str)> {
-    // The header is the torn write's own only if it lies in one page: a
-    // header across a page boundary may keep its seq from a kept page and
-    // lose its length to a lost one.
     let damage_page = offset / PAGE_BYTES;
-    let one_page = (offset + HEADER_SIZE as u64 - 1) / PAGE_BYTES == damage_page;
-    let own_extent = Header::peek(rest)
-        .filter(|header| header.seq == expected && one_page)
-        .map(|header| header.record_len());
+    let own_extent = own_extent(rest, offset, expected);
     if let Some(next) = next_header_inside(rest, offset, expected, own_extent) {
         return Some((
             next,
@@ -405,6 +426,25 @@ fn misplaced(
         previous = Some(candidate);
     }
     None
+}
+
+/// The extent the damaged record's header claims, if that header is the
+/// torn write's own: it carries the expected seq, and each page it lies in
+/// was kept. Past the acknowledged records a lost page holds zeros, and a
+/// tear leaves garbage only to the end of its sector and nothing of the
+/// write after it, so a header whose seq reads `expected` and whose bytes
+/// in each of its pages are not all zeros is the write's, length and all.
+/// (A header across a page boundary whose part in one page is zeros may
+/// keep its seq from a kept page and lose its length to a lost one.)
+fn own_extent(rest: &[u8], offset: u64, expected: u64) -> Option<u64> {
+    let header = Header::peek(rest).filter(|header| header.seq == expected)?;
+    let split = (PAGE_BYTES - offset % PAGE_BYTES) as usize;
+    let kept = |part: &[u8]| part.iter().any(|&byte| byte != 0);
+    let whole = match rest[..HEADER_SIZE].split_at_checked(split) {
+        Some((first, second)) if !second.is_empty() => kept(first) && kept(second),
+        _ => true,
+    };
+    whole.then(|| header.record_len())
 }
 
 /// A crash keeps or loses each page of the last write whole, and keeps
@@ -473,25 +513,28 @@ fn next_header_inside(
 
 #[cfg(test)]
 mod tests {
-    use super::claims_another_seq;
+    use super::claims_a_later_seq;
 
     /// A tear inside the seq field leaves the expected seq's low bytes and
-    /// zeros: that is the expected record cut short, never another one.
+    /// zeros: that is the expected record cut short, never a later one; an
+    /// older seq is a stale copy's, garbage.
     #[test]
-    fn a_cut_short_seq_is_not_another_record() {
+    fn only_a_later_seq_is_another_record() {
         let expected = 0x0001_0203_0405;
         for bytes in 1..8 {
             let cut = expected & ((1u64 << (8 * bytes)) - 1);
             assert!(
-                !claims_another_seq(cut, expected),
+                !claims_a_later_seq(cut, expected),
                 "cut after {bytes} bytes"
             );
         }
-        assert!(!claims_another_seq(expected, expected));
-        assert!(!claims_another_seq(0, expected), "zeros");
-        assert!(!claims_another_seq(u64::MAX, expected), "garbage far off");
-        assert!(claims_another_seq(expected + 1, expected));
-        assert!(claims_another_seq(expected - 7, expected));
-        assert!(claims_another_seq(2, 1));
+        assert!(!claims_a_later_seq(expected, expected));
+        assert!(!claims_a_later_seq(0, expected), "zeros");
+        assert!(!claims_a_later_seq(u64::MAX, expected), "garbage far off");
+        assert!(!claims_a_later_seq(expected - 7, expected), "an older copy");
+        assert!(claims_a_later_seq(expected + 1, expected));
+        assert!(claims_a_later_seq(expected + (1 << 32) - 1, expected));
+        assert!(!claims_a_later_seq(expected + (1 << 32), expected));
+        assert!(claims_a_later_seq(2, 1));
     }
 }

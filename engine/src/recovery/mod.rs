@@ -106,7 +106,8 @@ pub struct RecoveryReport {
     /// Bytes `Log::open` cut off the last segment (0 from a read-only scan).
     pub bytes_truncated: u64,
     /// The rule of FORMAT.md's decision list that decided what the first
-    /// damaged record meant (`ZeroTail` or `Torn`); `None` if none failed.
+    /// damaged record meant (`ZeroTail`, `Repeated` or `Torn`); `None` if
+    /// none failed.
     pub decided_by: Option<Rule>,
     /// Entries of the directory that are not the log's, passed over and
     /// left untouched.
@@ -243,13 +244,9 @@ pub(crate) fn scan(
     let ScannedSegments {
         segments,
         tail,
+        decided_by,
         cut,
     } = scan_segments(vfs, &sorted.kept, &mut scanner, visit)?;
-    let decided_by = match &tail {
-        Tail::Clean => None,
-        Tail::Zeros { .. } => Some(Rule::ZeroTail),
-        Tail::Torn { .. } => Some(Rule::Torn),
-    };
     debug_assert_eq!(
         segments.iter().map(|segment| segment.len).sum::<u64>(),
         scanner.record_bytes,
@@ -288,6 +285,8 @@ struct ScannedSegments {
     segments: Vec<SegmentMeta>,
     /// The last segment's tail.
     tail: Tail,
+    /// The rule that decided what the tail's first damaged record meant.
+    decided_by: Option<Rule>,
     /// Where a truncation under way cuts: the file, and the length its
     /// last record kept ends at.
     cut: Option<(PathBuf, u64)>,
@@ -301,7 +300,7 @@ fn scan_segments(
     visit: &mut dyn FnMut(&RecordInfo<'_>),
 ) -> Result<ScannedSegments, Refusal> {
     let mut segments = Vec::with_capacity(kept.len());
-    let mut tail = Tail::Clean;
+    let mut tail = (Tail::Clean, None);
     let mut cut = None;
     for (position, (first_seq, path)) in kept.iter().enumerate() {
         let is_last = position + 1 == kept.len();
@@ -313,6 +312,10 @@ fn scan_segments(
         let id = position as u32;
         let scanned = scanner.scan_segment(file.as_ref(), path, id, is_last, visit)?;
         let (len, segment_tail) = scanned;
+        debug_assert!(
+            is_last || segment_tail.0 == Tail::Clean,
+            "damage in a sealed segment is refused, never a tail"
+        );
         if len == 0 && !is_last {
             let reason = "a sealed segment holds no record".into();
             return Err(corrupt(Rule::Sealed, path, 0, reason));
@@ -330,9 +333,11 @@ fn scan_segments(
         });
         tail = segment_tail;
     }
+    let (tail, decided_by) = tail;
     Ok(ScannedSegments {
         segments,
         tail,
+        decided_by,
         cut,
     })
 }
@@ -427,8 +432,8 @@ struct Scanner {
 }
 
 impl Scanner {
-    /// Scans one segment; returns the end of its last valid record and the
-    /// state of its tail.
+    /// Scans one segment; returns the end of its last valid record, the
+    /// state of its tail and the rule that decided it (`None` if clean).
     fn scan_segment(
         &mut self,
         file: &dyn VfsFile,
@@ -436,16 +441,18 @@ impl Scanner {
         segment: u32,
         is_last: bool,
         visit: &mut dyn FnMut(&RecordInfo<'_>),
-    ) -> Result<(u64, Tail), Refusal> {
+    ) -> Result<(u64, (Tail, Option<Rule>)), Refusal> {
         let file_len = file.len()?;
         let mut window = Window::new(file, file_len, std::mem::take(&mut self.buf));
         let mut offset = 0;
-        let mut outcome = Ok(Tail::Clean);
+        let mut outcome = Ok((Tail::Clean, None));
         while offset < file_len && self.next_seq <= self.stop_after {
             match self.check_record(&mut window, path, offset, segment, visit) {
                 Ok(Checked::Valid(len)) => offset += len,
                 Ok(Checked::Damaged(damage)) => {
-                    outcome = self.decide(&mut window, path, offset, is_last, damage);
+                    outcome = self
+                        .decide(&mut window, path, offset, is_last, damage)
+                        .map(|(tail, rule)| (tail, Some(rule)));
                     break;
                 }
                 Err(error) => {
