@@ -469,6 +469,10 @@ fn a_roll_waits_for_a_preparation_under_way() {
                     log.append("s", Expected::Exact(version), &[event("t", &[5; 100])])
                 })
             };
+            // No event says the append has reached the wait: give it time
+            // to go ahead if it would. This cannot fail a roll that
+            // waits (it cannot finish before the gate opens); a roll that
+            // did not wait would finish in microseconds.
             std::thread::sleep(Duration::from_millis(100));
             let went_ahead = rolling.is_finished();
             // Open the gate before any assertion: dropping the log joins the thread.
@@ -637,11 +641,14 @@ fn killed_while_preparing(rounds: u64) {
                 seen += 1;
             }
         }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        // Looked at once the child is dead, not before the kill: its roll
+        // may rename the file between a look and the kill, and a kill
+        // would count as landing beside a prepared file that was gone.
         if next.exists() {
             prepared_seen += 1;
         }
-        child.kill().unwrap();
-        child.wait().unwrap();
         // Lines already in the pipe were printed before the kill.
         for line in lines {
             if let Some(version) = line.unwrap().strip_prefix("acked ") {

@@ -9,7 +9,8 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use common::{TEST_LIMIT, clock, event, within};
@@ -563,57 +564,290 @@ fn purges_and_truncations_race_appenders_and_readers_safely() {
     within("retention_threads", TEST_LIMIT, || {
         let vfs = SimVfs::new(8);
         let log = Arc::new(open(&vfs, 2000));
+        let race = Arc::new(Race::default());
+        // Set on the way out, also on a failure, so that no writer is
+        // left appending forever.
+        let _stop = StopOnDrop(Arc::clone(&race));
         let writers: Vec<_> = (0..3)
             .map(|w| {
-                let log = Arc::clone(&log);
-                std::thread::spawn(move || {
-                    for i in 0..300 {
-                        log.append(
-                            &format!("w{w}"),
-                            Expected::Any,
-                            &[event("t", &[i as u8; 50])],
-                        )
-                        .expect("append");
-                    }
-                })
+                let (log, race) = (Arc::clone(&log), Arc::clone(&race));
+                std::thread::spawn(move || race_writer(&log, &format!("w{w}"), &race.stop))
             })
             .collect();
-        let reader = {
-            let log = Arc::clone(&log);
-            std::thread::spawn(move || {
-                let mut subscription = log.subscribe(1);
-                let mut last = 0;
-                while last < 600 {
-                    match subscription.next_timeout(Duration::from_millis(10)) {
-                        Ok(Some(commit)) => {
-                            assert!(commit.seq > last, "no repeat, in order");
-                            last = commit.seq;
-                        }
-                        Ok(None) => {}
-                        Err(Error::Purged { first_seq }) => {
-                            subscription = log.subscribe(first_seq);
-                        }
-                        Err(error) => panic!("{error}"),
-                    }
-                }
-            })
+        let follower = {
+            let (log, race) = (Arc::clone(&log), Arc::clone(&race));
+            std::thread::spawn(move || race_follower(&log, &race))
         };
+        let (mut targets, mut doomed) = (Vec::new(), 0);
         for round in 0..50 {
+            // Behind by the time the purge runs, as writers go on: a purge
+            // before an older seq only keeps more, and nothing here counts
+            // on what it removed.
             let last = log.last_seq();
             log.purge_before(last.saturating_sub(100)).expect("purge");
-            if round % 10 == 0 {
-                // Truncating nothing that was acknowledged is a no-op.
-                log.truncate_after(log.last_seq()).expect("truncate");
+            if round % 5 == 0 {
+                let cut_back = [1, 5, 30, 60][targets.len() % 4];
+                let (target, removed) = truncate_under_writers(&log, &race, &follower, cut_back);
+                targets.push(target);
+                doomed += removed;
             }
             std::thread::yield_now();
         }
-        for writer in writers {
-            writer.join().unwrap();
+        race.stop.store(true, Ordering::SeqCst);
+        let acked: Vec<Vec<u64>> = writers
+            .into_iter()
+            .map(|writer| writer.join().expect("writer"))
+            .collect();
+        // Nobody appends any more: truncating after the last seq provably
+        // removes nothing.
+        let settled = view(&log);
+        log.truncate_after(settled.last_seq).expect("truncate");
+        assert_eq!(view(&log), settled, "a truncation after the last seq");
+        log.append(RACE_END, Expected::NoStream, &[event("t", b"end")])
+            .expect("the last append");
+        let (followed, notices) = follower.join().expect("follower");
+        assert_eq!(
+            notices, targets,
+            "the follower, past each truncation's seq when it came, is told of each, once"
+        );
+        let records = log.read_all(log.first_seq(), usize::MAX).expect("read_all");
+        let kept: Vec<Commit> = followed
+            .into_iter()
+            .filter(|commit| commit.seq >= log.first_seq())
+            .collect();
+        if let Some(at) =
+            (0..kept.len().max(records.len())).find(|&at| kept.get(at) != records.get(at))
+        {
+            panic!(
+                "the follower's records differ from the log's at the {at}-th kept: {:?} against {:?}",
+                kept.get(at),
+                records.get(at)
+            );
         }
-        reader.join().unwrap();
-        assert_eq!(log.last_seq(), 900);
-        for w in 0..3 {
-            assert_eq!(log.version(&format!("w{w}")), 300);
+        let mut removed = 0;
+        for (w, acked) in acked.iter().enumerate() {
+            removed += check_race_writer(&log, &format!("w{w}"), acked, &records);
         }
+        // Every record holds one event, every seq is a record's: the last
+        // seq counts the appends no truncation took back, and the end.
+        let survived: u64 = (0..3).map(|w| log.version(&format!("w{w}"))).sum();
+        assert_eq!(log.last_seq(), survived + 1, "the last seq");
+        assert!(
+            removed >= doomed,
+            "the truncations removed {removed} appends, yet {doomed} were in the log past their targets"
+        );
+        let appended: usize = acked.iter().map(Vec::len).sum();
+        eprintln!(
+            "{appended} appends, {removed} removed by {} truncations",
+            targets.len()
+        );
     });
+}
+
+/// The stream the last record of the race goes to: the follower stops there.
+const RACE_END: &str = "end";
+
+/// Appends each writer makes at least, and goes on making until the
+/// truncations are over.
+const RACE_APPENDS_MIN: usize = 300;
+
+/// What the threads of the race share.
+#[derive(Default)]
+struct Race {
+    /// The truncations are over: writers make their last append.
+    stop: AtomicBool,
+    /// The last seq the follower delivered and still keeps.
+    delivered: AtomicU64,
+    /// The truncations the follower was told of.
+    notices: AtomicUsize,
+}
+
+struct StopOnDrop(Arc<Race>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+/// The data of a writer's `i`-th append: `i` itself, so that a record
+/// names the append it came from.
+fn race_data(i: usize) -> Vec<u8> {
+    format!("{i:050}").into_bytes()
+}
+
+fn race_index(data: &[u8]) -> usize {
+    std::str::from_utf8(data)
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or_else(|| panic!("not a race append: {data:?}"))
+}
+
+/// Appends to `stream` until `stop`, at least `RACE_APPENDS_MIN` times;
+/// returns the version each append was given. A truncation that removed
+/// some of the stream's records shows in the next version, which is no
+/// higher than the one before.
+fn race_writer(log: &Log, stream: &str, stop: &AtomicBool) -> Vec<u64> {
+    let mut acked = Vec::new();
+    loop {
+        // Loaded before the append: the last append starts after the last
+        // truncation returned, so its version is the stream's at the end.
+        let last = stop.load(Ordering::SeqCst);
+        let events = [event("t", &race_data(acked.len()))];
+        acked.push(log.append(stream, Expected::Any, &events).expect("append"));
+        if last && acked.len() >= RACE_APPENDS_MIN {
+            return acked;
+        }
+    }
+}
+
+/// Follows the log from seq 1 to the record of `RACE_END`: each record
+/// the next seq, a purge skipping to the first seq kept, a truncation's
+/// notice taking back what it removed. Returns the records kept and the
+/// seq of each notice.
+fn race_follower(log: &Log, race: &Race) -> (Vec<Commit>, Vec<u64>) {
+    let mut subscription = log.subscribe(1);
+    let (mut kept, mut notices) = (Vec::<Commit>::new(), Vec::new());
+    let mut next_seq = 1;
+    loop {
+        match subscription.next_timeout(Duration::from_millis(10)) {
+            Ok(Some(commit)) => {
+                assert_eq!(commit.seq, next_seq, "no gap, no repeat");
+                next_seq += 1;
+                let end = commit.stream == RACE_END;
+                kept.push(commit);
+                race.delivered.store(next_seq - 1, Ordering::SeqCst);
+                if end {
+                    return (kept, notices);
+                }
+            }
+            Ok(None) => {}
+            Err(Error::Purged { first_seq }) => {
+                assert!(
+                    first_seq > next_seq,
+                    "purged from {next_seq} to {first_seq}"
+                );
+                next_seq = first_seq;
+                race.delivered.store(next_seq - 1, Ordering::SeqCst);
+                subscription = log.subscribe(first_seq);
+            }
+            Err(Error::Truncated { seq }) => {
+                assert!(
+                    seq + 1 < next_seq,
+                    "told of a truncation after {seq}, delivered {next_seq} - 1"
+                );
+                kept.retain(|commit| commit.seq <= seq);
+                next_seq = seq + 1;
+                notices.push(seq);
+                race.delivered.store(seq, Ordering::SeqCst);
+                race.notices.fetch_add(1, Ordering::SeqCst);
+            }
+            Err(error) => panic!("follower: {error}"),
+        }
+    }
+}
+
+/// Truncates about `cut_back` records while the writers append, once the
+/// follower has delivered them (so it must be told), and checks that every
+/// record acknowledged after the target before the call is gone after it.
+/// Returns the target, once the follower was told of it, and how many
+/// records it removed at least.
+///
+/// The target is below a seq read before the call; writers append more
+/// before the truncation takes the lead, and it removes those too: what
+/// it removed is accounted for by what each writer and the follower see,
+/// not by a count fixed here.
+fn truncate_under_writers(
+    log: &Log,
+    race: &Race,
+    follower: &JoinHandle<(Vec<Commit>, Vec<u64>)>,
+    cut_back: u64,
+) -> (u64, usize) {
+    // The test's thread is the only one that purges or truncates: the
+    // first seq holds still, and the last seq only grows meanwhile.
+    let first_seq = log.first_seq();
+    wait_for("a record", follower, || log.last_seq() >= first_seq);
+    let last = log.last_seq();
+    wait_for("the follower to deliver it", follower, || {
+        race.delivered.load(Ordering::SeqCst) >= last
+    });
+    let target = last.saturating_sub(cut_back).max(first_seq - 1);
+    let doomed = log.read_all(target + 1, usize::MAX).expect("read_all");
+    assert!(doomed.len() as u64 >= last - target);
+    let told = race.notices.load(Ordering::SeqCst);
+    log.truncate_after(target).expect("truncate");
+    let after = log.read_all(target + 1, usize::MAX).expect("read_all");
+    for commit in &after {
+        assert!(
+            !doomed
+                .iter()
+                .any(|gone| (&gone.stream, &gone.events[0].data)
+                    == (&commit.stream, &commit.events[0].data)),
+            "seq {} of {} survived truncate_after({target})",
+            commit.seq,
+            commit.stream
+        );
+    }
+    wait_for("the follower's notice", follower, || {
+        race.notices.load(Ordering::SeqCst) > told
+    });
+    (target, doomed.len())
+}
+
+/// Polls `ready` until it holds; fails at once if the follower ended (it
+/// failed: its message is above) instead of waiting for the test's limit.
+fn wait_for<T>(what: &str, follower: &JoinHandle<T>, ready: impl Fn() -> bool) {
+    while !ready() {
+        assert!(
+            !follower.is_finished(),
+            "the follower ended while the test waited for {what}"
+        );
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// Checks a writer's stream against what its appends were told: the
+/// stream's version is its last append's, and the event at each version
+/// still in the log is the last append told that version (a truncation
+/// removed the earlier ones). Returns how many appends a truncation
+/// removed.
+fn check_race_writer(log: &Log, stream: &str, acked: &[u64], records: &[Commit]) -> usize {
+    let version = log.version(stream);
+    assert_eq!(
+        Some(&version),
+        acked.last(),
+        "{stream}: its last append's version"
+    );
+    // Dense: each append one past the stream's version, which only a
+    // truncation lowers.
+    assert_eq!(acked[0], 1, "{stream}: its first version");
+    if let Some(pair) = acked.windows(2).find(|pair| pair[1] > pair[0] + 1) {
+        panic!("{stream}: version {} after {}", pair[1], pair[0]);
+    }
+    let mut last_told = BTreeMap::new();
+    for (i, &told) in acked.iter().enumerate() {
+        last_told.insert(told, i);
+    }
+    let events: Vec<Event> = records
+        .iter()
+        .filter(|commit| commit.stream == stream)
+        .flat_map(|commit| commit.events.clone())
+        .collect();
+    let first = events.first().map_or(version + 1, |event| event.version);
+    let versions: Vec<u64> = events.iter().map(|event| event.version).collect();
+    assert_eq!(
+        versions,
+        (first..=version).collect::<Vec<u64>>(),
+        "{stream}: dense to its version"
+    );
+    for event in &events {
+        assert_eq!(
+            race_index(&event.data),
+            last_told[&event.version],
+            "{stream} version {}: the last append told it",
+            event.version
+        );
+    }
+    assert_eq!(log.read(stream, first, usize::MAX).expect("read"), events);
+    acked.len() - version as usize
 }
