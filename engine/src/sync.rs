@@ -30,7 +30,12 @@ pub(crate) use std::thread;
 /// locks of a higher rank.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Rank {
-    /// `Log::shared`: the group commit, the committed state, the stats.
+    /// The lead of the group commit (`log::Lead`): no mutex, but held by
+    /// one thread across a group's I/O, a purge or a truncation, during
+    /// which it takes the shared lock again. Claimed without waiting
+    /// under the shared lock; waited for with nothing held.
+    Lead = 0,
+    /// `Log::shared`: the group commit, the published state, the stats.
     Shared = 1,
     /// `WriterSide::writer`: the active segment, the next one's state.
     Writer = 2,
@@ -100,6 +105,41 @@ impl<T> Drop for MutexGuard<'_, T> {
     }
 }
 
+/// A place in the lock order held by something that is not a [`Mutex`]
+/// (the lead of the group commit: a flag claimed under another lock and
+/// held across I/O), from its claim until this is dropped. Not `Send`: the
+/// ranks held are the thread's own.
+pub(crate) struct RankHeld {
+    rank: Rank,
+    _thread_bound: std::marker::PhantomData<*const ()>,
+}
+
+impl RankHeld {
+    /// Claims `rank` without waiting for it (a try-lock, taken under
+    /// another lock): it cannot deadlock, so no order is checked, but from
+    /// now on it counts as held.
+    pub(crate) fn claimed(rank: Rank) -> RankHeld {
+        ranks::push(rank);
+        RankHeld {
+            rank,
+            _thread_bound: std::marker::PhantomData,
+        }
+    }
+
+    /// About to wait for `rank` (parked until its holder hands it on):
+    /// checked as if taking a lock of that rank, without holding it.
+    pub(crate) fn before_waiting_for(rank: Rank) {
+        ranks::acquire(rank);
+        ranks::release(rank);
+    }
+}
+
+impl Drop for RankHeld {
+    fn drop(&mut self) {
+        ranks::release(self.rank);
+    }
+}
+
 /// A condition variable over a [`Mutex`]: a wait gives the rank back while
 /// it sleeps and checks it again on waking.
 #[derive(Debug, Default)]
@@ -145,6 +185,22 @@ impl Condvar {
             rank,
         };
         (guard, result.timed_out())
+    }
+
+    /// Waits until notified or `deadline` passes (`None`: until
+    /// notified; under shuttle, always until notified).
+    pub(crate) fn wait_until<'a, T>(
+        &self,
+        guard: MutexGuard<'a, T>,
+        deadline: Option<std::time::Instant>,
+    ) -> MutexGuard<'a, T> {
+        match deadline {
+            None => self.wait(guard),
+            Some(deadline) => {
+                let timeout = deadline.saturating_duration_since(std::time::Instant::now());
+                self.wait_timeout(guard, timeout).0
+            }
+        }
     }
 
     pub(crate) fn notify_one(&self) {
@@ -196,6 +252,13 @@ mod ranks {
         });
     }
 
+    /// Counts `rank` as held without checking the order (see
+    /// `RankHeld::claimed`).
+    #[cfg(debug_assertions)]
+    pub(super) fn push(rank: Rank) {
+        HELD.with(|held| held.borrow_mut().push(rank));
+    }
+
     #[cfg(debug_assertions)]
     pub(super) fn release(rank: Rank) {
         HELD.with(|held| {
@@ -224,6 +287,9 @@ mod ranks {
 
     #[cfg(not(debug_assertions))]
     pub(super) fn acquire(_rank: Rank) {}
+
+    #[cfg(not(debug_assertions))]
+    pub(super) fn push(_rank: Rank) {}
 
     #[cfg(not(debug_assertions))]
     pub(super) fn release(_rank: Rank) {}
@@ -278,6 +344,30 @@ mod tests {
         let (one, two) = (Mutex::new(Rank::Leaf, ()), Mutex::new(Rank::Leaf, ()));
         let _a = one.lock();
         let _b = two.lock();
+    }
+
+    /// The lead, claimed under the shared lock, stays held after it: the
+    /// shared lock may be taken again, and waiting for the lead while
+    /// holding it (a re-entrant purge from inside a commit) is caught.
+    #[test]
+    fn a_claimed_rank_is_held_and_checked() {
+        let shared = Mutex::new(Rank::Shared, ());
+        let guard = shared.lock();
+        let lead = RankHeld::claimed(Rank::Lead);
+        drop(guard);
+        drop(shared.lock());
+        let waited = std::panic::catch_unwind(|| RankHeld::before_waiting_for(Rank::Lead));
+        assert!(waited.is_err(), "waiting for the lead while holding it");
+        drop(lead);
+        RankHeld::before_waiting_for(Rank::Lead);
+    }
+
+    #[test]
+    #[should_panic(expected = "lock order violated: taking Lead while holding Shared")]
+    fn waiting_for_the_lead_with_a_lock_held_panics() {
+        let shared = Mutex::new(Rank::Shared, ());
+        let _guard = shared.lock();
+        RankHeld::before_waiting_for(Rank::Lead);
     }
 
     #[test]

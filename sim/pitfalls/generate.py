@@ -20,7 +20,7 @@ P=[
 ("06-read-skips-first-event","SPEC 7.6: off-by-one read (the first event asked for is skipped)",[
  ("engine/src/log/read.rs","filter(|event| event.version >= from)","filter(|event| event.version > from)")]),
 ("07-roll-after-limit","SPEC 7.7: rolling only after the limit is passed",[
- ("engine/src/log/commit.rs","            && (segment_used == 0 || segment_used + record_len <= settings.segment_bytes);","            && (segment_used == 0 || segment_used <= settings.segment_bytes);")]),
+ ("engine/src/log/group.rs","            && (segment_used == 0 || segment_used + record_len <= settings.segment_bytes);","            && (segment_used == 0 || segment_used <= settings.segment_bytes);")]),
 ("08-time-in-seconds","SPEC 7.8: storing time in seconds",[
  ("engine/src/log/settings.rs","        self.now.as_ref().map_or_else(system_now, |now| now())\n","        self.now.as_ref().map_or_else(system_now, |now| now()) / 1_000_000_000\n")]),
 ("09-quota-refuses-exact-fit","SPEC 7.9: a quota that refuses a record that fits exactly",[
@@ -44,27 +44,27 @@ P=[
 ("17-skip-the-rolling-record","Subscriptions and read_all: the first record of each later segment skipped",[
  ("engine/src/log/all.rs","            if run.ranges.is_empty() {\n                position += 1;","            if run.ranges.is_empty() {\n                position += 1;\n                seq += 1;")]),
 ("18-deliver-cut-back","Subscriptions: a group that failed and was cut back published to readers",[
- ("engine/src/log/commit.rs","        Err(failure) => {\n            commit.poisoned |= failure.poisoned;","        Err(failure) => {\n            if (group.segment as usize) < state.segments.len() {\n                acknowledge(commit, state, stats, &group);\n            }\n            commit.poisoned |= failure.poisoned;"),
+ ("engine/src/log/group.rs","        Err(failure) => {\n            if failure.poisoned {","        Err(failure) => {\n            if (group.segment as usize) < state.segments.len() {\n                acknowledge(commit, state, stats, &group);\n            }\n            if failure.poisoned {"),
  ("engine/src/log/mod.rs","        let publishing = durable && segment_kept;","        let publishing = segment_kept;")]),
 ("19-purge-deletes-before-the-marker","Retention: a purge removes its segments before the state file naming the new first seq is durable",[
- ("engine/src/log/retention.rs","        self.write_state_or_poison(&plan.state)?;\n        // Decided: the state file disowns","        for path in &plan.paths {\n            vfs.remove_file(path)?;\n        }\n        vfs.sync_dir(dir)?;\n        self.write_state_or_poison(&plan.state)?;\n        // Decided: the state file disowns"),
- ("engine/src/log/retention.rs","            .try_for_each(|path| vfs.remove_file(path))\n            .and_then(|()| vfs.sync_dir(dir));\n        if let Err(error) = removed {\n            self.poison(error);\n        }\n        Ok(())","            .try_for_each(|_| Ok(()))\n            .and_then(|()| vfs.sync_dir(dir));\n        if let Err(error) = removed {\n            self.poison(error);\n        }\n        Ok(())")]),
+ ("engine/src/log/retention.rs","        self.write_state(&plan.state)?;\n        // Decided: the state file disowns","        let unchanged = |error| Undecided::Unchanged(Error::Io(error));\n        for path in &plan.paths {\n            vfs.remove_file(path).map_err(unchanged)?;\n        }\n        vfs.sync_dir(dir).map_err(unchanged)?;\n        self.write_state(&plan.state)?;\n        // Decided: the state file disowns"),
+ ("engine/src/log/retention.rs","            .try_for_each(|path| vfs.remove_file(path))\n            .and_then(|()| vfs.sync_dir(dir));\n        Ok(self.finish(removed))","            .try_for_each(|_| Ok(()))\n            .and_then(|()| vfs.sync_dir(dir));\n        Ok(self.finish(removed))")]),
 ("harmless/20-purge-newest-first","Retention (the issue's plant): a purge removes its segments newest first; harmless here, since the state file is durable before any removal",[
  ("engine/src/log/retention.rs","            .paths\n            .iter()\n            .try_for_each","            .paths\n            .iter()\n            .rev()\n            .try_for_each")]),
 ("harmless/21-no-dir-sync-after-purge","Retention (the issue's plant): no directory sync after a purge's removals; harmless here, since recovery removes what the state file disowns",[
- ("engine/src/log/retention.rs","            .try_for_each(|path| vfs.remove_file(path))\n            .and_then(|()| vfs.sync_dir(dir));\n        if let Err(error) = removed {\n            self.poison(error);","            .try_for_each(|path| vfs.remove_file(path));\n        let _ = dir;\n        if let Err(error) = removed {\n            self.poison(error);")]),
+ ("engine/src/log/retention.rs","            .try_for_each(|path| vfs.remove_file(path))\n            .and_then(|()| vfs.sync_dir(dir));\n        Ok(self.finish(removed))","            .try_for_each(|path| vfs.remove_file(path));\n        let _ = dir;\n        Ok(self.finish(removed))")]),
 ("22-state-rename-not-synced","Retention: the state file renamed into place without a directory sync, so a purge or a truncation is acknowledged before it is durable",[
  ("engine/src/recovery/state.rs","    vfs.rename(&temp, &dir.join(STATE_FILE_NAME))\n        .and_then(|()| vfs.sync_dir(dir))\n","    vfs.rename(&temp, &dir.join(STATE_FILE_NAME))\n")]),
 ("23-purged-version-rewound","Retention: recovery forgets the versions of purged events, so a purged stream starts again at version 1",[
  ("engine/src/recovery/state.rs","    for (stream, version) in &state.purged_versions {\n        index.seed(stream, *version);\n    }\n","    let _ = state;\n")]),
 ("24-truncation-marker-cleared-first","Truncation: the state file stops naming the truncation before its removals and its cut are durable",[
- ("engine/src/log/retention.rs","        self.write_state_or_poison(&plan.under_way)?;\n        // Decided: the state file names","        self.write_state_or_poison(&LogState {\n            truncate_after: None,\n            ..plan.under_way.clone()\n        })?;\n        // Decided: the state file names")]),
+ ("engine/src/log/retention.rs","        self.write_state(&plan.under_way)?;\n        // Decided: the state file names","        self.write_state(&LogState {\n            truncate_after: None,\n            ..plan.under_way.clone()\n        })?;\n        // Decided: the state file names")]),
 ("recovery/01-repeated-record-refused","Recovery: a valid record with an older seq at the damage (the seed's repeated record) refused as misplaced, not truncated",[
  ("engine/src/recovery/decide.rs","            && record.seq > expected\n","            && record.seq != expected\n")]),
 ("recovery/02-header-across-pages-ignored","Recovery: a damaged record's header across a page boundary never counts as the torn write's own, so a record misdirected inside it looks torn",[
  ("engine/src/recovery/decide.rs","        Some((first, second)) if !second.is_empty() => kept(first) && kept(second),","        Some((_, second)) if !second.is_empty() => false,")]),
 ("threads/01-leader-wakes-no-successor","Threads: a leader publishes its group without waking the next leader (a lost wake-up)",[
- ("engine/src/log/commit.rs","        {\n            threads.push(next.clone());\n        }","        {\n            let _ = next;\n        }")]),
+ ("engine/src/log/group.rs","        {\n            threads.push(next.clone());\n        }","        {\n            let _ = next;\n        }")]),
 ("threads/02-roll-publishes-before-the-dir-sync","Threads: a roll's directory sync done after the group is published (the woken appenders return first)",[
  ("engine/src/log/writer.rs","        settings\n            .vfs\n            .sync_dir(&settings.dir)\n            .map_err(GroupFailure::poisoning)?;\n",""),
  ("engine/src/log/mod.rs","        for thread in threads.drain(..) {\n            thread.unpark();\n        }\n        if publishing","        for thread in threads.drain(..) {\n            thread.unpark();\n        }\n        if durable && group_rolled {\n            thread::yield_now();\n            let _ = self.settings.vfs.sync_dir(&self.settings.dir);\n        }\n        if publishing"),
@@ -74,14 +74,14 @@ P=[
 ("threads/04-lock-order-inversion","Threads: stats() takes the shared lock (rank 1) while holding the writer's (rank 2), against the lock order",[
  ("engine/src/log/mod.rs","        let mut stats = lock(&self.shared).stats.clone();\n","        let held = self.writer.as_ref().map(|writer| writer.lock());\n        let mut stats = lock(&self.shared).stats.clone();\n        drop(held);\n")]),
 ("threads/05-head-wakes-no-one","Threads: the subscriber a leader wakes (the head) does not wake the others asleep on the feed (a lost wake-up)",[
- ("engine/src/log/subscribe.rs","                if state.waiting > 0 {\n                    self.moved.notify_all();\n                }\n","                let _ = state.waiting;\n")]),
+ ("engine/src/log/feed.rs","                if state.waiting > 0 {\n                    self.moved.notify_all();\n                }\n","                let _ = state.waiting;\n")]),
 ("threads/06-publish-reads-sleepers-first","Threads: a leader looks for sleeping subscribers before it stores the seq it publishes (Dekker's order broken: a subscriber falls asleep on a record already there)",[
- ("engine/src/log/subscribe.rs","    pub(crate) fn publish(&self, last_seq: u64) {\n","    pub(crate) fn publish(&self, last_seq: u64) {\n        let sleeping = self.sleepers.load(Ordering::SeqCst) > 0;\n"),
- ("engine/src/log/subscribe.rs","        if self.sleepers.load(Ordering::SeqCst) > 0 {\n            self.wake();","        if sleeping {\n            self.wake();")]),
+ ("engine/src/log/feed.rs","    pub(crate) fn publish(&self, last_seq: u64) {\n","    pub(crate) fn publish(&self, last_seq: u64) {\n        let sleeping = self.sleepers.load(Ordering::SeqCst) > 0;\n"),
+ ("engine/src/log/feed.rs","        if self.sleepers.load(Ordering::SeqCst) > 0 {\n            self.wake();","        if sleeping {\n            self.wake();")]),
 ("threads/07-truncation-overtakes-a-publish","Threads: a truncation does not wait for the publishes of groups already out of the lead, which then raise the feed's last seq over the records it cut",[
- ("engine/src/log/subscribe.rs","        while self.publishing.load(Ordering::SeqCst) > 0 {","        while false && self.publishing.load(Ordering::SeqCst) > 0 {")]),
+ ("engine/src/log/feed.rs","        while self.publishing.load(Ordering::SeqCst) > 0 {","        while false && self.publishing.load(Ordering::SeqCst) > 0 {")]),
 ("threads/08-sleeps-through-a-truncation","Threads: a subscriber asleep past a truncation's last seq is not woken by it, and waits for a seq above the one it delivered",[
- ("engine/src/log/subscribe.rs","        while self.last_seq() <= delivered && !state.closed && !truncated() {","        while self.last_seq() <= delivered && !state.closed {\n            let _ = truncated;")]),
+ ("engine/src/log/feed.rs","        while self.last_seq() <= delivered && !state.closed && !truncated() {","        while self.last_seq() <= delivered && !state.closed {\n            let _ = truncated;")]),
 ]
 for name, desc, subs in P:
     scratch=tempfile.mkdtemp(prefix='durlog-pitfall-')

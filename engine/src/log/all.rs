@@ -13,7 +13,7 @@ use crate::error::Error;
 use crate::format::{Event, Record, decode_batch, parse_record};
 use crate::segment::{Handles, read_record_bytes};
 
-use super::commit::Committed;
+use super::group::Published;
 use super::settings::Settings;
 use super::{Log, lock};
 
@@ -44,7 +44,7 @@ pub(crate) struct Run {
     pub(crate) ranges: Vec<(u64, u64)>,
 }
 
-impl Committed {
+impl Published {
     /// The runs that hold up to `count` acknowledged records from seq
     /// `from`, each within one segment and `RUN_BYTES_MAX` bytes (unless a
     /// single record is larger). Cheap: offsets only, no I/O.

@@ -2,7 +2,7 @@
 //! its state and its lock.
 //!
 //! - `settings.rs`: the options, resolved once, and the quota arithmetic.
-//! - `commit.rs`: group commit as a state machine with no I/O.
+//! - `group.rs`: group commit as a state machine with no I/O.
 //! - `writer.rs`: a group's write and sync, cut-back, roll, poisoning.
 //! - `preparer.rs`: the next segment, prepared ahead.
 //! - `read.rs`: reads through the index; `open.rs`: opening.
@@ -39,10 +39,11 @@ use crate::recovery::RecoveryReport;
 use crate::segment::Handles;
 use crate::stats::Stats;
 pub(crate) use crate::sync::lock;
-use crate::sync::{Mutex, MutexGuard, Ordering, thread};
+use crate::sync::{Mutex, MutexGuard, Ordering, Rank, RankHeld, thread};
 
 mod all;
-mod commit;
+mod feed;
+mod group;
 mod open;
 mod preparer;
 mod read;
@@ -52,7 +53,7 @@ mod subscribe;
 mod writer;
 
 pub use all::Commit;
-pub use commit::Ticket;
+pub use group::Ticket;
 pub use retention::Retention;
 pub use settings::{
     Clock, DEFAULT_SEGMENT_BYTES, FAILPOINT_AFTER_WRITE, Failpoint, NextSegment, Options,
@@ -61,9 +62,9 @@ pub use settings::{
 
 pub use subscribe::Subscription;
 
-use commit::{Committed, GroupCommit, Member};
+use feed::Feed;
+use group::{GroupCommit, Member, Published};
 use settings::Settings;
-use subscribe::Feed;
 use writer::WriterSide;
 
 /// A crash-safe, append-only, segmented event log. `Send + Sync`.
@@ -71,10 +72,14 @@ use writer::WriterSide;
 /// # Locks
 ///
 /// A thread holding one of these locks takes only locks ranked after it,
-/// never one before (each mutex carries its `Rank`, and debug builds check
-/// every acquisition: `crate::sync`):
+/// never one before (each carries its `Rank`, and debug builds check every
+/// acquisition: `crate::sync`):
 ///
-/// 1. `shared`: the group commit's queue and outcomes, the committed state
+/// 0. the lead of the group commit ([`Lead`]): not a mutex, but held by
+///    one thread across a group's I/O, a purge's or a truncation's, during
+///    which it takes `shared` again. Claimed without waiting, under
+///    `shared`; waited for with nothing held.
+/// 1. `shared`: the group commit's queue and outcomes, the published state
 ///    and the stats. A leader releases it for its group's I/O.
 /// 2. the writer's lock (`WriterSide::writer`, with its condition variable
 ///    `wanted`): the active segment and the next segment's preparation.
@@ -82,10 +87,6 @@ use writer::WriterSide;
 ///    writer's lock when a segment first gets half full.
 /// 4. leaves: `handles`, `spare_payloads` and the feed's lock. No other
 ///    lock is taken while one of them is held.
-///
-/// The lead of the group commit (`GroupCommit::committing`, claimed under
-/// `shared`) is held across a group's I/O, a purge's or a truncation's,
-/// and excludes the others; no mutex is held while waiting for it.
 pub struct Log {
     settings: Arc<Settings>,
     recovery: RecoveryReport,
@@ -116,7 +117,7 @@ const SPARE_PAYLOAD_BYTES_MAX: usize = 64 << 10;
 /// What the shared lock guards.
 struct Shared {
     commit: GroupCommit,
-    state: Committed,
+    state: Published,
     stats: Stats,
     /// What the log keeps, applied at rolls.
     retention: Retention,
@@ -133,11 +134,12 @@ impl Log {
             if let Some(outcome) = shared.commit.take_outcome(ticket) {
                 return outcome;
             }
-            if !shared.commit.committing {
+            if !shared.commit.is_led() {
                 shared = self.lead(shared);
                 // A leader that panicked took this append with it.
                 let commit = &shared.commit;
-                if commit.poisoned && !commit.has_outcome(ticket) && !commit.is_queued(ticket) {
+                if commit.is_poisoned() && !commit.has_outcome(ticket) && !commit.is_queued(ticket)
+                {
                     return Err(Error::Poisoned);
                 }
                 continue;
@@ -176,7 +178,7 @@ impl Log {
         payload.reserve(payload_len as usize);
         encode_batch_at(&mut payload, stream, 0, events, at);
         let mut shared = lock(&self.shared);
-        if shared.commit.poisoned {
+        if shared.commit.is_poisoned() {
             return Err(Error::Poisoned);
         }
         Ok(shared
@@ -189,7 +191,7 @@ impl Log {
     /// empty or another thread's group is in flight).
     pub fn commit_next_group(&self) -> usize {
         let shared = lock(&self.shared);
-        if shared.commit.committing {
+        if shared.commit.is_led() {
             return 0;
         }
         let before = shared.commit.outcomes();
@@ -207,10 +209,18 @@ impl Log {
         lock(&self.shared).commit.queued()
     }
 
-    /// Forms and commits one group; called with the lock, returns with it.
-    fn lead<'a>(&'a self, mut shared: MutexGuard<'a, Shared>) -> MutexGuard<'a, Shared> {
-        if shared.commit.poisoned {
+    /// Takes the lead, if no one holds it, and commits one group; called
+    /// with the lock, returns with it.
+    fn lead<'a>(&'a self, shared: MutexGuard<'a, Shared>) -> MutexGuard<'a, Shared> {
+        // Bound after the lead, the guard goes first on an unwind, so the
+        // lead's drop can take the lock to poison the log.
+        let (lead, mut shared) = match Lead::take(&self.shared, shared) {
+            Ok(taken) => taken,
+            Err(shared) => return shared,
+        };
+        if shared.commit.is_poisoned() {
             shared.commit.fail_queued();
+            lead.hand_on(&mut shared);
             shared.commit.wake_finished_and_next_leader();
             return shared;
         }
@@ -221,10 +231,11 @@ impl Log {
             stats,
             ..
         } = &mut *shared;
-        let group = commit::form_group(commit, state, &self.settings);
+        let group = group::form_group(commit, state, &self.settings);
         if group.members.is_empty() {
             commit.end_empty_group(group, stats);
-            commit.wake_finished_and_next_leader();
+            lead.hand_on(&mut shared);
+            shared.commit.wake_finished_and_next_leader();
             return shared;
         }
         drop(shared);
@@ -233,10 +244,6 @@ impl Log {
             .writer
             .as_ref()
             .expect("only a writable log queues appends");
-        let mut reset = ResetOnUnwind {
-            log: self,
-            armed: true,
-        };
         let started = Instant::now();
         let result = match group.roll_to {
             Some(_) => self.retain(group.bytes),
@@ -244,19 +251,18 @@ impl Log {
         };
         let result = result.and_then(|()| writer.write_group(&group));
         let result = result.map(|()| started.elapsed().as_nanos() as u64);
-        reset.armed = false;
 
         let mut shared = lock(&self.shared);
+        lead.hand_on(&mut shared);
         let Shared {
             commit,
             state,
             stats,
             ..
         } = &mut *shared;
-        commit.committing = false;
         let durable = result.is_ok();
         let segment = group.segment;
-        let mut members = commit::publish(commit, state, stats, &self.settings, group, result);
+        let mut members = group::publish(commit, state, stats, &self.settings, group, result);
         let published = state.last_seq;
         let segment_kept = state.find_segment(segment).is_some();
         let publishing = durable && segment_kept;
@@ -281,12 +287,11 @@ impl Log {
         shared
     }
 
-    /// Claims the lead and, if the last group had company, yields a few
-    /// times so that its threads, woken a moment ago, can queue their next
-    /// appends in time to share this group's sync. Never a sleep, and never
-    /// for a lone writer.
+    /// If the last group had company, yields a few times so that its
+    /// threads, woken a moment ago, can queue their next appends in time
+    /// to share this group's sync. Never a sleep, and never for a lone
+    /// writer. The caller holds the lead.
     fn gather<'a>(&'a self, mut shared: MutexGuard<'a, Shared>) -> MutexGuard<'a, Shared> {
-        shared.commit.committing = true;
         let company = shared.commit.last_group_size;
         let mut yields = 0;
         while company > 1
@@ -364,7 +369,7 @@ impl Log {
 
     /// True once a failed append could not be undone durably.
     pub fn is_poisoned(&self) -> bool {
-        lock(&self.shared).commit.poisoned
+        lock(&self.shared).commit.is_poisoned()
     }
 
     /// The log's directory.
@@ -422,22 +427,63 @@ impl Drop for Log {
     }
 }
 
-/// If a leader panics (a failpoint hook may), waiting appenders must not
-/// wait forever: the log is poisoned and they are woken.
-struct ResetOnUnwind<'a> {
-    log: &'a Log,
-    armed: bool,
+/// The lead of the group commit: while a thread holds it, no other forms
+/// or writes a group, purges or truncates. Taken only with
+/// [`Lead::take`], without waiting, under the shared lock; a purge or
+/// truncation that finds it taken waits for it holding nothing (lock rank
+/// 0, `Log`'s lock order).
+///
+/// Dropping it hands it on: it is free again and the next leader (or a
+/// thread waiting to purge) is woken. If its holder panics (a failpoint
+/// hook may, in the middle of a group's I/O), what is on disk is unknown:
+/// the log is poisoned and every waiting thread is woken to find it so.
+struct Lead<'a> {
+    shared: &'a Mutex<Shared>,
+    /// Given up with the shared lock already held: nothing left to do.
+    handed_on: bool,
+    _rank: RankHeld,
 }
 
-impl Drop for ResetOnUnwind<'_> {
+impl<'a> Lead<'a> {
+    /// The lead, with the shared lock given back, if no one holds it; the
+    /// lock alone if someone does.
+    fn take(
+        mutex: &'a Mutex<Shared>,
+        mut shared: MutexGuard<'a, Shared>,
+    ) -> Result<(Lead<'a>, MutexGuard<'a, Shared>), MutexGuard<'a, Shared>> {
+        if !shared.commit.start_lead() {
+            return Err(shared);
+        }
+        let lead = Lead {
+            shared: mutex,
+            handed_on: false,
+            _rank: RankHeld::claimed(Rank::Lead),
+        };
+        Ok((lead, shared))
+    }
+
+    /// Gives the lead up under the shared lock, which the caller holds
+    /// (and wakes the next leader with, once it has published).
+    fn hand_on(mut self, shared: &mut Shared) {
+        shared.commit.end_lead();
+        self.handed_on = true;
+    }
+}
+
+impl Drop for Lead<'_> {
     fn drop(&mut self) {
-        if self.armed {
-            let mut shared = lock(&self.log.shared);
-            shared.commit.committing = false;
-            shared.commit.poisoned = true;
+        if self.handed_on {
+            return;
+        }
+        let mut shared = lock(self.shared);
+        shared.commit.end_lead();
+        if thread::panicking() {
+            shared.commit.poison();
             for waiter in shared.commit.take_all_waiters() {
                 waiter.unpark();
             }
+        } else {
+            shared.commit.wake_finished_and_next_leader();
         }
     }
 }

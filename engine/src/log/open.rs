@@ -15,9 +15,9 @@ use crate::segment::Handles;
 use crate::stats::Stats;
 use crate::sync::{Mutex, Rank};
 
-use super::commit::{Committed, GroupCommit};
+use super::feed::Feed;
+use super::group::{GroupCommit, Published};
 use super::settings::{NextSegment, Options, Settings, Tuning};
-use super::subscribe::Feed;
 use super::writer::{Writer, WriterSide};
 use super::{Log, Retention, Shared};
 
@@ -214,7 +214,7 @@ fn assemble(
     writer: Option<Arc<WriterSide>>,
     syncs: u64,
 ) -> Log {
-    let state = Committed {
+    let state = Published {
         index: scanned.index,
         next_id: scanned.segments.len() as u32,
         segments: scanned.segments,

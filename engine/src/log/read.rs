@@ -7,7 +7,7 @@ use crate::format::{Event, decode_batch, parse_record, segment_name};
 use crate::index::{Location, StreamIndex};
 use crate::segment::read_record_bytes;
 
-use super::commit::Committed;
+use super::group::Published;
 use super::{Log, lock};
 
 /// A record to read: where it is, its segment's first seq (its name), and
@@ -19,7 +19,7 @@ struct Place {
 }
 
 impl Place {
-    fn of(state: &Committed, location: &Location) -> Place {
+    fn of(state: &Published, location: &Location) -> Place {
         let segment = state.segment(location.segment);
         Place {
             location: *location,
@@ -112,7 +112,7 @@ impl Log {
         &self,
         stream: &str,
         limit: usize,
-        places: &mut dyn FnMut(&Committed) -> Result<Vec<Place>, Error>,
+        places: &mut dyn FnMut(&Published) -> Result<Vec<Place>, Error>,
         take: &mut dyn FnMut(&mut Vec<Event>, Vec<Event>),
     ) -> Result<Vec<Event>, Error> {
         loop {
@@ -180,7 +180,7 @@ impl Log {
 }
 
 /// `Err(Error::Purged)` if a purge removed the stream's event `version`.
-fn check_kept(state: &Committed, index: &StreamIndex, version: u64) -> Result<(), Error> {
+fn check_kept(state: &Published, index: &StreamIndex, version: u64) -> Result<(), Error> {
     let first_kept = index
         .records
         .first()

@@ -23,18 +23,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use durlog_vfs::{OpenMode, VfsFile};
-
 use crate::error::Error;
 use crate::format::{LogState, decode_batch, parse_record};
 use crate::recovery::{StateWrite, write_state};
 use crate::segment::read_record_bytes;
-use crate::sync::thread;
+use crate::sync::{Rank, RankHeld, thread};
 
-use super::commit::{Committed, GroupFailure};
-use super::preparer::Next;
+use super::group::{GroupFailure, Published};
 use super::writer::WriterSide;
-use super::{Log, lock};
+use super::{Lead, Log, lock};
 
 /// What a log keeps, applied at each segment roll: the oldest sealed
 /// segments are purged while the log is over either limit. The active
@@ -81,7 +78,7 @@ struct TruncatePlan {
     under_way: LogState,
 }
 
-impl Committed {
+impl Published {
     /// A purge of the sealed segments all of whose records have seq <
     /// `before`; `None` if there is none.
     pub(crate) fn purge_plan(&self, before: u64) -> Option<PurgePlan> {
@@ -178,18 +175,30 @@ impl Committed {
     }
 }
 
-/// The lead of the group commit, held by a purge or a truncation: no group
-/// forms or writes until it is dropped (also on unwind), which wakes the
-/// next leader.
-struct Claim<'a> {
-    log: &'a Log,
+/// How a purge or a truncation that was decided ended (its state file is
+/// durable, so `Ok` to its caller either way).
+enum Change {
+    /// Every step done, durably.
+    Done,
+    /// A step after the decision failed: the log is poisoned, and Open
+    /// finishes what was left.
+    DoneThenPoisoned,
 }
 
-impl Drop for Claim<'_> {
-    fn drop(&mut self) {
-        let mut shared = lock(&self.log.shared);
-        shared.commit.committing = false;
-        shared.commit.wake_finished_and_next_leader();
+/// Why a purge or a truncation was not decided.
+enum Undecided {
+    /// It failed before its state file changed: nothing changed.
+    Unchanged(Error),
+    /// Its state file was renamed but the rename not made durable: the
+    /// next recovery decides, and the log is poisoned until then.
+    Unknown(Error),
+}
+
+impl Undecided {
+    fn into_error(self) -> Error {
+        match self {
+            Undecided::Unchanged(error) | Undecided::Unknown(error) => error,
+        }
     }
 }
 
@@ -200,10 +209,10 @@ impl Log {
     /// step leaves the log as it was before or as it is after.
     pub fn purge_before(&self, before: u64) -> Result<u64, Error> {
         self.writable()?;
-        let _claim = self.claim()?;
+        let _lead = self.wait_for_lead()?;
         let plan = lock(&self.shared).state.purge_plan(before);
         if let Some(plan) = plan {
-            self.purge(&plan)?;
+            self.purge(&plan).map_err(Undecided::into_error)?;
         }
         Ok(self.first_seq())
     }
@@ -221,7 +230,7 @@ impl Log {
     /// crash at any step leaves the log as it was before or as it is after.
     pub fn truncate_after(&self, seq: u64) -> Result<(), Error> {
         let writer = self.writable()?;
-        let _claim = self.claim()?;
+        let _lead = self.wait_for_lead()?;
         let plan = {
             let shared = lock(&self.shared);
             let state = &shared.state;
@@ -237,6 +246,8 @@ impl Log {
         };
         self.feed.wait_published();
         self.truncate(writer, &plan)
+            .map(|_| ())
+            .map_err(Undecided::into_error)
     }
 
     /// Sets what the log keeps from now on, applied at each segment roll
@@ -253,19 +264,21 @@ impl Log {
     }
 
     /// Takes the lead of the group commit, waiting for a leader's group to
-    /// finish first.
-    fn claim(&self) -> Result<Claim<'_>, Error> {
+    /// finish first (with nothing held: lock rank 0).
+    fn wait_for_lead(&self) -> Result<Lead<'_>, Error> {
         let mut shared = lock(&self.shared);
         loop {
-            if shared.commit.poisoned {
+            if shared.commit.is_poisoned() {
                 return Err(Error::Poisoned);
             }
-            if !shared.commit.committing {
-                shared.commit.committing = true;
-                return Ok(Claim { log: self });
+            match Lead::take(&self.shared, shared) {
+                Ok((lead, _)) => return Ok(lead),
+                Err(mut taken) => {
+                    taken.commit.wait_to_claim(thread::current());
+                    drop(taken);
+                }
             }
-            shared.commit.wait_to_claim(thread::current());
-            drop(shared);
+            RankHeld::before_waiting_for(Rank::Lead);
             thread::park();
             shared = lock(&self.shared);
         }
@@ -273,9 +286,9 @@ impl Log {
 
     /// Carries out a purge, with the lead held; the state moves once it
     /// is durable. Also called by a leader applying the retention.
-    pub(super) fn purge(&self, plan: &PurgePlan) -> Result<(), Error> {
+    fn purge(&self, plan: &PurgePlan) -> Result<Change, Undecided> {
         let (vfs, dir) = (self.settings.vfs.as_ref(), self.settings.dir.as_path());
-        self.write_state_or_poison(&plan.state)?;
+        self.write_state(&plan.state)?;
         // Decided: the state file disowns these segments. Readers learn it
         // before any file goes, so one that loses a file looks again and
         // finds the purge, never a missing segment.
@@ -296,15 +309,14 @@ impl Log {
             .iter()
             .try_for_each(|path| vfs.remove_file(path))
             .and_then(|()| vfs.sync_dir(dir));
-        if let Err(error) = removed {
-            self.poison(error);
-        }
-        Ok(())
+        Ok(self.finish(removed))
     }
 
-    fn truncate(&self, writer: &WriterSide, plan: &TruncatePlan) -> Result<(), Error> {
+    /// Carries out a truncation, with the lead held. The writer cuts its
+    /// own files; this only orders the steps around it.
+    fn truncate(&self, writer: &WriterSide, plan: &TruncatePlan) -> Result<Change, Undecided> {
         let (vfs, dir) = (self.settings.vfs.as_ref(), self.settings.dir.as_path());
-        self.write_state_or_poison(&plan.under_way)?;
+        self.write_state(&plan.under_way)?;
         // Decided: the state file names the truncation, so Open finishes
         // it whatever happens from here. Readers learn it before any byte
         // goes; no group forms while this holds the lead.
@@ -319,60 +331,42 @@ impl Log {
             kept
         };
         lock(&self.handles).forget_after(keep_id);
-        let mut held = writer.lock();
-        // A next segment wanted or prepared now was sized for an active
-        // segment that fills up to `segment_bytes`; emptied, it may take
-        // one record larger than a segment, and those zeros could then
-        // carry the files past the quota (SPEC 2.4). Dropped: the writer
-        // asks again once the active segment is half full.
-        while matches!(held.next, Next::Preparing(_)) {
-            held = writer.wait(held);
-        }
-        let prepared = matches!(held.next, Next::Ready(_));
-        held.next = Next::Idle;
-        let done = (|| {
-            if prepared {
-                vfs.remove_file(&self.settings.next_path)?;
-            }
-            for path in plan.removed.iter().rev() {
-                vfs.remove_file(path)?;
-            }
-            let file: Arc<dyn VfsFile> = match &held.file {
-                Some(file) if plan.removed.is_empty() => Arc::clone(file),
-                _ => Arc::from(vfs.open(&keep_path, OpenMode::ReadWrite)?),
-            };
-            file.set_len(plan.cut)?;
-            file.sync_data()?;
-            vfs.sync_dir(dir)?;
-            held.file = Some(file);
-            held.allocated = plan.cut;
-            let finished = LogState {
-                truncate_after: None,
-                ..plan.under_way.clone()
-            };
-            write_state(vfs, dir, &finished).map_err(StateWrite::into_io)
-        })();
-        drop(held);
-        // A failure only leaves the rest to Open (the log is poisoned).
-        if let Err(error) = done {
-            self.poison(error);
-        }
-        Ok(())
+        let finished = LogState {
+            truncate_after: None,
+            ..plan.under_way.clone()
+        };
+        let done = writer
+            .cut_to(&keep_path, plan.cut, &plan.removed)
+            .and_then(|()| write_state(vfs, dir, &finished).map_err(StateWrite::into_io));
+        Ok(self.finish(done))
     }
 
-    fn write_state_or_poison(&self, state: &LogState) -> Result<(), Error> {
+    /// Writes the state file that decides a change.
+    fn write_state(&self, state: &LogState) -> Result<(), Undecided> {
         let (vfs, dir) = (self.settings.vfs.as_ref(), self.settings.dir.as_path());
         match write_state(vfs, dir, state) {
             Ok(()) => Ok(()),
-            Err(StateWrite::Before(error)) => Err(Error::Io(error)),
-            Err(StateWrite::After(error)) => Err(self.poison(error)),
+            Err(StateWrite::Before(error)) => Err(Undecided::Unchanged(Error::Io(error))),
+            Err(StateWrite::After(error)) => Err(Undecided::Unknown(self.poison(error))),
+        }
+    }
+
+    /// How a decided change ended, given the outcome of its later steps.
+    fn finish(&self, later_steps: std::io::Result<()>) -> Change {
+        match later_steps {
+            Ok(()) => Change::Done,
+            // A failure only leaves the rest to Open.
+            Err(error) => {
+                self.poison(error);
+                Change::DoneThenPoisoned
+            }
         }
     }
 
     /// A failure after the state file changed: what is on disk is for a
     /// reopen's recovery to decide, so the log stops.
     fn poison(&self, error: std::io::Error) -> Error {
-        lock(&self.shared).commit.poisoned = true;
+        lock(&self.shared).commit.poison();
         log::error!(
             "durlog: {}: a purge or truncation failed after its state file changed ({error}); the log refuses appends until it is reopened, which finishes or undoes it",
             self.settings.dir.display()
@@ -388,18 +382,18 @@ impl Log {
             return Ok(());
         };
         match self.purge(&plan) {
-            Ok(()) if self.is_poisoned() => Err(GroupFailure {
+            Ok(Change::Done) => Ok(()),
+            Ok(Change::DoneThenPoisoned) => Err(GroupFailure {
                 error: Error::Poisoned,
                 poisoned: true,
                 rolled: false,
             }),
-            Ok(()) => Ok(()),
-            Err(error) if self.is_poisoned() => Err(GroupFailure {
+            Err(Undecided::Unknown(error)) => Err(GroupFailure {
                 error,
                 poisoned: true,
                 rolled: false,
             }),
-            Err(error) => {
+            Err(Undecided::Unchanged(error)) => {
                 log::warn!(
                     "durlog: {}: the retention's purge failed ({error}); the next roll tries again",
                     self.settings.dir.display()
@@ -423,9 +417,9 @@ impl Log {
             }
             let segments = &shared.state.segments;
             let sealed = &segments[..segments.len().saturating_sub(1)];
-            let candidates: Vec<Candidate> = sealed
+            let candidates: Vec<SealedSegment> = sealed
                 .iter()
-                .map(|segment| Candidate {
+                .map(|segment| SealedSegment {
                     id: segment.id,
                     first_seq: segment.first_seq,
                     len: segment.len,
@@ -454,7 +448,7 @@ impl Log {
 
     /// The time of a segment's newest record (`None` if it cannot be
     /// read: the retention then keeps the segment).
-    fn newest_time(&self, candidate: &Candidate) -> Option<i64> {
+    fn newest_time(&self, candidate: &SealedSegment) -> Option<i64> {
         let (start, end) = candidate.newest?;
         let vfs = self.settings.vfs.as_ref();
         let path = || self.settings.segment_path(candidate.first_seq);
@@ -468,7 +462,7 @@ impl Log {
 }
 
 /// A sealed segment the retention may purge.
-struct Candidate {
+struct SealedSegment {
     id: u32,
     first_seq: u64,
     len: u64,

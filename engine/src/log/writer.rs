@@ -7,7 +7,7 @@
 //! segment (`preparer.rs`) takes the same lock only to change state.
 
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 
 use durlog_vfs::{OpenMode, VfsFile};
@@ -15,7 +15,7 @@ use durlog_vfs::{OpenMode, VfsFile};
 use crate::error::Error;
 use crate::format::{append_record, inspect_batch, parse_record};
 
-use super::commit::{Group, GroupFailure};
+use super::group::{Group, GroupFailure};
 use super::preparer::{Next, Preparer};
 use super::settings::{FAILPOINT_AFTER_WRITE, Settings};
 use crate::sync::{AtomicU64, Condvar, Mutex, MutexGuard, Ordering, Rank, lock};
@@ -152,6 +152,52 @@ impl WriterSide {
             poisoned: cut_back.is_err(),
             rolled: group.roll_to.is_some(),
         })
+    }
+
+    /// A truncation's part: the segment at `keep` becomes the active one,
+    /// cut to `len`, and every later segment (`removed`, oldest first)
+    /// goes, all durably before this returns. Called with the lead held,
+    /// so no group writes meanwhile.
+    ///
+    /// A next segment wanted or prepared goes too: it was sized for an
+    /// active segment that fills up to `segment_bytes`, and the emptied
+    /// one may now take a record larger than a segment, whose zeros could
+    /// then carry the files past the quota (SPEC 2.4). The writer asks for
+    /// one again once the active segment is half full.
+    pub fn cut_to(&self, keep: &Path, len: u64, removed: &[PathBuf]) -> io::Result<()> {
+        let settings = &*self.settings;
+        let writer = self.lock();
+        let mut writer = self.drop_next_segment(writer)?;
+        for path in removed.iter().rev() {
+            settings.vfs.remove_file(path)?;
+        }
+        let file: Arc<dyn VfsFile> = match &writer.file {
+            Some(file) if removed.is_empty() => Arc::clone(file),
+            _ => Arc::from(settings.vfs.open(keep, OpenMode::ReadWrite)?),
+        };
+        file.set_len(len)?;
+        file.sync_data()?;
+        settings.vfs.sync_dir(&settings.dir)?;
+        writer.file = Some(file);
+        writer.allocated = len;
+        Ok(())
+    }
+
+    /// Forgets the next segment: waits out a preparation under way, and
+    /// removes a prepared file.
+    fn drop_next_segment<'a>(
+        &self,
+        mut writer: MutexGuard<'a, Writer>,
+    ) -> io::Result<MutexGuard<'a, Writer>> {
+        while matches!(writer.next, Next::Preparing(_)) {
+            writer = self.wait(writer);
+        }
+        let prepared = matches!(writer.next, Next::Ready(_));
+        writer.next = Next::Idle;
+        if prepared {
+            self.settings.vfs.remove_file(&self.settings.next_path)?;
+        }
+        Ok(writer)
     }
 
     /// Makes the segment for `first_seq` the active one: the current one is

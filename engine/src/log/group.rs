@@ -26,7 +26,7 @@ pub struct Ticket(u64);
 /// What every reader sees: the acknowledged records' index and segments.
 /// Moves only when a group is published after its sync (and when a purge
 /// or a truncation is durable).
-pub(crate) struct Committed {
+pub(crate) struct Published {
     pub index: Index,
     /// The log's segments, oldest first, their ids increasing.
     pub segments: Vec<SegmentMeta>,
@@ -42,7 +42,7 @@ pub(crate) struct Committed {
     pub size: u64,
 }
 
-impl Committed {
+impl Published {
     /// The segment with id `id`, if the log still has it.
     pub fn find_segment(&self, id: u32) -> Option<&SegmentMeta> {
         let at = self.segments.partition_point(|segment| segment.id < id);
@@ -79,12 +79,14 @@ pub(crate) struct GroupCommit {
     spare_wake: Vec<Thread>,
     spare_members: Vec<Member>,
     next_ticket: u64,
-    /// A leader is forming, writing or syncing a group.
-    pub committing: bool,
+    /// The lead is held (`log::Lead`): a group is being formed, written or
+    /// synced, or a purge or truncation runs.
+    led: bool,
     /// Appends in the last group committed.
     pub last_group_size: usize,
-    /// A failed append could not be undone durably: every append fails.
-    pub poisoned: bool,
+    /// A failure could not be undone durably: every append fails until
+    /// the log is reopened. Set in one place, [`GroupCommit::poison`].
+    poisoned: bool,
 }
 
 /// An append whose arguments were checked, waiting for a group.
@@ -170,6 +172,33 @@ impl GroupFailure {
 }
 
 impl GroupCommit {
+    /// Whether the lead is held.
+    pub fn is_led(&self) -> bool {
+        self.led
+    }
+
+    /// Claims the lead if it is free (only `log::Lead` calls this).
+    pub fn start_lead(&mut self) -> bool {
+        !std::mem::replace(&mut self.led, true)
+    }
+
+    /// Gives the lead up (only `log::Lead` calls this).
+    pub fn end_lead(&mut self) {
+        debug_assert!(self.led, "the lead is held until it is given up");
+        self.led = false;
+    }
+
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned
+    }
+
+    /// Stops the log: a failure could not be undone durably (a cut-back,
+    /// a purge's or a truncation's later step, a leader's panic), so what
+    /// is on disk is for a reopen's recovery to decide.
+    pub fn poison(&mut self) {
+        self.poisoned = true;
+    }
+
     /// Queues an append; its outcome comes from a later group.
     pub fn enqueue(&mut self, expected: Expected, payload: Vec<u8>, count: u32) -> Ticket {
         let ticket = Ticket(self.next_ticket);
@@ -256,7 +285,7 @@ impl GroupCommit {
     /// the vector back with [`GroupCommit::recycle`].
     pub fn threads_to_wake(&mut self) -> Vec<Thread> {
         let mut threads = std::mem::take(&mut self.spare_wake);
-        if !self.committing
+        if !self.led
             && let Some(next) = self
                 .queue
                 .iter()
@@ -264,7 +293,7 @@ impl GroupCommit {
         {
             threads.push(next.clone());
         }
-        if !self.committing {
+        if !self.led {
             // A claimer that finds a new leader first waits again.
             threads.append(&mut self.claimers);
         }
@@ -282,7 +311,6 @@ impl GroupCommit {
     /// Ends a group that had no members: only refusals to publish.
     pub fn end_empty_group(&mut self, group: Group, stats: &mut Stats) {
         debug_assert!(group.members.is_empty());
-        self.committing = false;
         self.spare_members = group.members;
         self.publish_refusals(group.refused, stats);
     }
@@ -304,7 +332,7 @@ impl GroupCommit {
 /// first version.
 pub(crate) fn form_group(
     commit: &mut GroupCommit,
-    state: &Committed,
+    state: &Published,
     settings: &Settings,
 ) -> Group {
     let last_len = state.segments.last().map_or(0, |segment| segment.len);
@@ -383,7 +411,7 @@ pub(crate) fn form_group(
 /// for their buffers to be reused.
 pub(crate) fn publish(
     commit: &mut GroupCommit,
-    state: &mut Committed,
+    state: &mut Published,
     stats: &mut Stats,
     settings: &Settings,
     group: Group,
@@ -417,7 +445,9 @@ pub(crate) fn publish(
             commit.publish_refusals(group.refused, stats);
         }
         Err(failure) => {
-            commit.poisoned |= failure.poisoned;
+            if failure.poisoned {
+                commit.poison();
+            }
             stats.failed_appends += group.members.len() as u64;
             for member in &group.members {
                 commit.finish(member.pending.ticket, Err(failure.error.duplicate()));
@@ -432,7 +462,7 @@ pub(crate) fn publish(
 
 /// Moves the committed state past a group that is durable, and gives each
 /// member its version.
-fn acknowledge(commit: &mut GroupCommit, state: &mut Committed, stats: &mut Stats, group: &Group) {
+fn acknowledge(commit: &mut GroupCommit, state: &mut Published, stats: &mut Stats, group: &Group) {
     let segment = state.segment_mut(group.segment);
     debug_assert_eq!(
         segment.len, group.offset,
