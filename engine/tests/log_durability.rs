@@ -242,6 +242,54 @@ fn appends_queued_before_a_poisoning_fail_with_poisoned() {
     assert_eq!(log.queued(), 0);
 }
 
+/// A leader that panics in the middle of its group's I/O (a failpoint hook
+/// may) leaves the disk in a state only a reopen can judge: the lead is
+/// given up, the log is poisoned, and an append waiting behind it, a
+/// purge and every later append fail with `Poisoned` instead of waiting
+/// for a lead no one will hand on.
+#[test]
+fn a_leader_that_panics_poisons_the_log_and_frees_the_others() {
+    within("leader_panics", TEST_LIMIT, || {
+        let backend = Backend::sim(5);
+        let armed = Arc::new(AtomicBool::new(false));
+        let options = Options {
+            failpoint: Some(Arc::new({
+                let armed = Arc::clone(&armed);
+                move |name: &str| {
+                    if name == FAILPOINT_AFTER_WRITE && armed.swap(false, Ordering::SeqCst) {
+                        // Long enough for the other thread to queue behind.
+                        std::thread::sleep(std::time::Duration::from_millis(50));
+                        panic!("a hook that panics");
+                    }
+                    Ok(())
+                }
+            })),
+            ..clock(0)
+        };
+        let log = Arc::new(backend.open(options).unwrap());
+        log.append("s", Expected::Any, &[event("t", b"one")])
+            .unwrap();
+        armed.store(true, Ordering::SeqCst);
+        let leader = {
+            let log = Arc::clone(&log);
+            std::thread::spawn(move || log.append("s", Expected::Any, &[event("t", b"two")]))
+        };
+        while armed.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        let waiter = log.append("s", Expected::Any, &[event("t", b"three")]);
+        assert!(leader.join().is_err(), "the leader's append panicked");
+        assert!(matches!(waiter, Err(Error::Poisoned)), "{waiter:?}");
+        assert!(log.is_poisoned());
+        assert!(matches!(log.purge_before(10), Err(Error::Poisoned)));
+        assert!(matches!(
+            log.append("s", Expected::Any, &[event("t", b"four")]),
+            Err(Error::Poisoned)
+        ));
+        assert_eq!(log.version("s"), 1);
+    });
+}
+
 /// A crash exactly between write and sync keeps the 5 acknowledged versions
 /// and the 6th whole or not at all; over many seeds both happen.
 #[test]
