@@ -15,11 +15,11 @@ use crate::sync::{AtomicU64, AtomicUsize, Condvar, Mutex, MutexGuard, Ordering, 
 /// Waking a sleeper costs the waker a system call and, on a busy machine,
 /// its core. So a leader takes the lock only if a subscriber sleeps or is
 /// about to (`sleepers`), and then wakes one, the head (the first to fall
-/// asleep); the head, once it runs, wakes the others. With leaders waking
-/// all 16 of a benchmark's subscribers after each group (under the lock),
-/// one writer on 2 cores kept 0.44-0.54 of its appends; waking the head
-/// alone, 0.63-0.64 (BENCHMARKS.md). A chain (each sleeper waking the
-/// next) was tried and was worse still: the last one waits for all.
+/// asleep); the head, once it runs, wakes the others. Leaders waking
+/// every subscriber after each group cost a lone writer far more of its
+/// appends, and a chain (each sleeper waking the next) more still, since
+/// the last one waits for all (BENCHMARKS.md, "Reading the whole log and
+/// following it", the table of writers' rates with 16 subscribers).
 ///
 /// `last_seq` and `sleepers` pair as in Dekker's algorithm, both
 /// `SeqCst`: a leader stores `last_seq`, then loads `sleepers`; a

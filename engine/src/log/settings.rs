@@ -68,12 +68,10 @@ pub struct Tuning {
     /// never so that the files' total length passes the quota.
     pub preallocate_chunk_bytes: u64,
     /// Only a group this small extends the preallocation. Zeros cost disk
-    /// bandwidth once and save a metadata commit per sync. On ext4 here
-    /// that paid for groups of 4 KiB events from 8 to 32 writers (up to
-    /// ~120 KiB), against a 16 KiB limit: 21-85% more appends/s at 8 and
-    /// 16 writers, 5-22% at 32. At 64 writers (~230 KiB groups) throughput
-    /// came out the same either way, and the syncs that carried a chunk of
-    /// zeros lengthened the tail.
+    /// bandwidth once and save a metadata commit per sync: that pays for
+    /// the groups of 4 KiB events from 8 to 32 writers, not for larger
+    /// ones, whose syncs a chunk of zeros lengthens (BENCHMARKS.md,
+    /// "Reading these figures", on the 128 KiB limit).
     pub preallocate_group_bytes_max: u64,
     /// How many times a leader yields the CPU, at most, waiting for the
     /// threads of the last group to queue their next appends (only when
