@@ -8,6 +8,7 @@
 
 use std::fmt;
 
+use durlog_testbed::mix;
 use durlog_vfs::{FaultConfig, FaultKind};
 use rand::{Rng, RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -151,15 +152,6 @@ fn weighted(rng: &mut ChaCha8Rng, weights: &[u32]) -> usize {
         pick -= weight;
     }
     unreachable!("pick < total")
-}
-
-/// SplitMix64: a seed-to-seed mix for decisions that must not consume the
-/// plan's RNG (the canary), so canary and normal runs share their plans.
-pub fn mix(seed: u64) -> u64 {
-    let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 impl Plan {

@@ -3,7 +3,12 @@
 
 use std::process::Command;
 
-use durlog_sim::{Progress, RunOptions, mix, run_campaign, run_seed};
+use durlog_sim::{DurlogSim, Plan, RunOptions, SeedResult, run_plan};
+use durlog_testbed::{Progress, mix, run_campaign};
+
+fn run_seed(seed: u64, options: &RunOptions) -> SeedResult {
+    run_plan(&Plan::draw(seed, options), None, false)
+}
 
 fn sim() -> Command {
     Command::new(env!("CARGO_BIN_EXE_durlog-sim"))
@@ -52,7 +57,7 @@ fn stdout_is_the_same_for_any_number_of_jobs() {
 #[test]
 fn shards_cover_the_range_once() {
     let mut seen: Vec<u64> = (0..3)
-        .flat_map(|index| durlog_sim::shard_seeds(10..50, index, 3))
+        .flat_map(|index| durlog_testbed::shard_seeds(10..50, index, 3))
         .collect();
     seen.sort_unstable();
     assert_eq!(seen, (10..50).collect::<Vec<_>>());
@@ -75,7 +80,10 @@ fn every_canary_is_caught_and_reproducible() {
         .filter(|seed| !mix(*seed).is_multiple_of(100))
         .collect();
     let seeds: Vec<u64> = canaries.iter().chain(&others).copied().collect();
-    let summary = run_campaign(&seeds, 2, &options, &Progress::default(), false);
+    let scenario = DurlogSim {
+        options: options.clone(),
+    };
+    let (summary, _) = run_campaign(&scenario, &seeds, 2, &Progress::default(), false);
     // A canary needs an acknowledged event to disagree with; a run that is
     // refused as corrupt before its first acknowledgement has none.
     let planted: Vec<u64> = canaries
@@ -87,7 +95,7 @@ fn every_canary_is_caught_and_reproducible() {
         planted.len() >= 8,
         "canaries planted: {planted:?} of {canaries:?}"
     );
-    assert_eq!(summary.canaries, planted.len() as u64);
+    assert_eq!(summary.tally.canaries, planted.len() as u64);
     let mut failed: Vec<u64> = summary.violations.iter().map(|(seed, _)| *seed).collect();
     failed.sort_unstable();
     let mut want = planted.clone();

@@ -372,6 +372,11 @@ pub(crate) fn form_group(
             settings.quota.check(state.size + group.bytes + record_len)
         };
         if let Err(error) = refusal {
+            if !group.members.is_empty() {
+                durlog_vfs::mark!(
+                    "group: an append refused against an earlier member of its group"
+                );
+            }
             let pending = commit.queue.pop_front().expect("front exists");
             group.refused.push((pending, error));
             continue;
@@ -489,6 +494,9 @@ fn acknowledge(commit: &mut GroupCommit, state: &mut Published, stats: &mut Stat
         offset += member.pending.record_len();
         commit.finish(member.pending.ticket, Ok(member.last_version()));
         stats.events += u64::from(member.pending.count);
+    }
+    if group.members.len() > 1 {
+        durlog_vfs::mark!("group: a group of several appends");
     }
     state.last_seq += group.members.len() as u64;
     state.size += group.bytes;

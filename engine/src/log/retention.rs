@@ -357,6 +357,7 @@ impl Log {
             Ok(()) => Change::Done,
             // A failure only leaves the rest to Open.
             Err(error) => {
+                durlog_vfs::mark!("retention: a decided change poisoned by a later step");
                 self.poison(error);
                 Change::DoneThenPoisoned
             }

@@ -363,6 +363,7 @@ impl Subscription {
             seq += 1;
         }
         if seq == next_seq {
+            durlog_vfs::mark!("subscribe: a follower's next bytes were not its records");
             return Ok(false);
         }
         // Sized for the next read: what this one used, with room to grow.

@@ -130,6 +130,7 @@ impl WriterSide {
             0
         };
         if extended > end {
+            durlog_vfs::mark!("writer: zeros preallocated with a group");
             buf.resize((extended - group.offset) as usize, 0);
         }
         check_group_bytes(group, buf, settings.segment_bytes);
@@ -146,7 +147,11 @@ impl WriterSide {
         // the dirty pages. Cut the record off instead, durably, so it can
         // never reappear after a restart.
         *allocated = group.offset;
+        durlog_vfs::mark!("writer: a failed group cut back");
         let cut_back = file.set_len(group.offset).and_then(|()| file.sync_data());
+        if cut_back.is_err() {
+            durlog_vfs::mark!("writer: a cut-back that fails poisons the log");
+        }
         Err(GroupFailure {
             error: Error::Io(error),
             poisoned: cut_back.is_err(),
@@ -271,6 +276,7 @@ impl WriterSide {
                         .open(path, OpenMode::ReadWrite)
                         .map_err(GroupFailure::poisoning)?;
                     self.prepared_rolls.fetch_add(1, Ordering::Relaxed);
+                    durlog_vfs::mark!("writer: a roll renames the prepared segment");
                     return Ok(Some((file, len)));
                 }
                 Err(error) if error.kind() == io::ErrorKind::Unsupported => {

@@ -204,6 +204,9 @@ impl Scanner {
     /// at `offset` and everything after it), with the reason it gives.
     fn refusal(&self, rest: &[u8], offset: u64, damage: &Damage) -> Option<(Rule, String)> {
         let expected = self.next_seq;
+        if claims_an_older_seq(rest, offset, expected) {
+            durlog_vfs::mark!("recovery: an older seq at the damage passed over");
+        }
         if let Ok(record) = parse_record(rest)
             && record.seq > expected
         {
@@ -310,6 +313,24 @@ fn seq_field_in_one_sector(offset: u64) -> bool {
 /// earlier record is garbage a crash leaves.
 fn claims_a_later_seq(claimed: u64, expected: u64) -> bool {
     claimed > expected && claimed < expected.saturating_add(1 << 32)
+}
+
+/// Whether the record at the front of `rest` (at `offset`) is, or begins
+/// as, a copy of an older record: valid with a seq below `expected`, or
+/// with a header claiming one that no tear of the expected header spells.
+/// The rules pass such a copy over (a stale page, a repeated record);
+/// until 2026-12-01 they refused it.
+fn claims_an_older_seq(rest: &[u8], offset: u64, expected: u64) -> bool {
+    if parse_record(rest).is_ok_and(|record| record.seq < expected) {
+        return true;
+    }
+    let cut_short =
+        |claimed: u64| (1..8).any(|bytes| claimed == expected & ((1u64 << (8 * bytes)) - 1));
+    Header::peek(rest).is_some_and(|header| {
+        (1..expected).contains(&header.seq)
+            && seq_field_in_one_sector(offset)
+            && !cut_short(header.seq)
+    })
 }
 
 /// `len` bytes at `offset`, read until two reads in a row agree.
@@ -441,7 +462,15 @@ fn own_extent(rest: &[u8], offset: u64, expected: u64) -> Option<u64> {
     let split = (PAGE_BYTES - offset % PAGE_BYTES) as usize;
     let kept = |part: &[u8]| part.iter().any(|&byte| byte != 0);
     let whole = match rest[..HEADER_SIZE].split_at_checked(split) {
-        Some((first, second)) if !second.is_empty() => kept(first) && kept(second),
+        Some((first, second)) if !second.is_empty() => {
+            let whole = kept(first) && kept(second);
+            if whole {
+                durlog_vfs::mark!(
+                    "recovery: a header across a page boundary taken as the write's own"
+                );
+            }
+            whole
+        }
         _ => true,
     };
     whole.then(|| header.record_len())
