@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-use durlog_testbed::mix;
+use durlog_testbed::{SubSeeds, mix};
 use durlog_vfs::{FaultConfig, FaultKind};
 use rand::{Rng, RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -141,6 +141,59 @@ pub struct Plan {
     pub canary_step: Option<usize>,
 }
 
+/// Where each part of a seed's plan draws its randomness: the workload and
+/// the disk's faults from the seed's own ChaCha8 stream, the other parts
+/// each from a sub-seed of its own, so that drawing more for one part (or
+/// adding one) shifts no other. The parts below keep the derivations they
+/// had before the testbed named sub-seeds (the seeds of
+/// `corpus/sim-seeds.txt` and every campaign's digest depend on them, and
+/// the test `sub_seeds_are_pinned` holds them); a part added from now on
+/// takes [`Parts::named`].
+#[derive(Clone, Copy, Debug)]
+pub struct Parts {
+    seed: u64,
+}
+
+impl Parts {
+    pub fn new(seed: u64) -> Parts {
+        Parts { seed }
+    }
+
+    /// The stream of the workload, the fault configuration, the tuning,
+    /// and first of all the disk's own seed.
+    pub fn plan_rng(self) -> ChaCha8Rng {
+        ChaCha8Rng::seed_from_u64(self.seed)
+    }
+
+    /// Whether `--canary` plants its failure in this seed (1 in 100), and
+    /// before which step (of `steps`).
+    pub fn canary(self, steps: u32) -> Option<usize> {
+        mix(self.seed)
+            .is_multiple_of(100)
+            .then(|| (mix(self.seed ^ 1) % u64::from(steps.max(1))) as usize)
+    }
+
+    /// Who prepares the next segment, and how often.
+    pub fn next_segment(self) -> u64 {
+        mix(self.seed ^ 2)
+    }
+
+    /// The group window.
+    pub fn group_window(self) -> u64 {
+        mix(self.seed ^ 3)
+    }
+
+    /// The purges, truncations and retention policy.
+    pub fn changes_rng(self) -> ChaCha8Rng {
+        ChaCha8Rng::seed_from_u64(mix(self.seed ^ 4))
+    }
+
+    /// A part added after these: its own named sub-seed.
+    pub fn named(self, name: &str) -> u64 {
+        SubSeeds::new(self.seed).named(name)
+    }
+}
+
 /// Picks an index with probability proportional to its weight.
 fn weighted(rng: &mut ChaCha8Rng, weights: &[u32]) -> usize {
     let total: u32 = weights.iter().sum();
@@ -156,7 +209,8 @@ fn weighted(rng: &mut ChaCha8Rng, weights: &[u32]) -> usize {
 
 impl Plan {
     pub fn draw(seed: u64, options: &RunOptions) -> Plan {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let parts = Parts::new(seed);
+        let mut rng = parts.plan_rng();
         let vfs_seed = rng.next_u64();
         // The workload is drawn from the unfiltered configuration, and
         // `--faults` applied after: a plan is the same whichever faults a
@@ -181,7 +235,7 @@ impl Plan {
         } else {
             0
         };
-        let (tuning, prepare_every) = draw_tuning(&mut rng, seed);
+        let (tuning, prepare_every) = draw_tuning(&mut rng, parts);
         let streams = rng.random_range(1..=8);
         let clients = if rng.random_bool(0.4) {
             1
@@ -190,9 +244,8 @@ impl Plan {
         };
         let (steps, mut actions) =
             draw_actions(&mut rng, options, &drawn, streams, clients, segment_bytes);
-        let retention = insert_changes(seed, &mut actions, segment_bytes);
-        let canary_step = (options.canary && mix(seed).is_multiple_of(100))
-            .then(|| (mix(seed ^ 1) % u64::from(steps.max(1))) as usize);
+        let retention = insert_changes(parts, &mut actions, segment_bytes);
+        let canary_step = parts.canary(steps).filter(|_| options.canary);
         Plan {
             seed,
             vfs_seed,
@@ -214,11 +267,11 @@ impl Plan {
 /// retention policy in 1 in 4; drawn from the seed, not the plan's RNG, so
 /// that the other actions of a seed stay what they were before.
 fn insert_changes(
-    seed: u64,
+    parts: Parts,
     actions: &mut Vec<Action>,
     segment_bytes: u64,
 ) -> Option<durlog::Retention> {
-    let mut rng = ChaCha8Rng::seed_from_u64(mix(seed ^ 4));
+    let mut rng = parts.changes_rng();
     if rng.random_bool(0.6) {
         let count = actions.len() / rng.random_range(10..40);
         for _ in 0..count {
@@ -253,7 +306,7 @@ fn insert_changes(
 }
 
 /// The engine's tuning, and `Plan::prepare_every`.
-fn draw_tuning(rng: &mut ChaCha8Rng, seed: u64) -> (durlog::Tuning, u32) {
+fn draw_tuning(rng: &mut ChaCha8Rng, parts: Parts) -> (durlog::Tuning, u32) {
     let mut tuning = if rng.random_bool(0.3) {
         durlog::Tuning {
             preallocate_after_bytes: u64::MAX,
@@ -273,7 +326,7 @@ fn draw_tuning(rng: &mut ChaCha8Rng, seed: u64) -> (durlog::Tuning, u32) {
     // Drawn from the seed, not the plan's RNG, so that the plans of
     // earlier seeds (and the seeds that find each pitfall) stay as
     // they were before segments were prepared.
-    let next_draw = mix(seed ^ 2);
+    let next_draw = parts.next_segment();
     tuning.next_segment = if next_draw % 10 < 3 {
         durlog::NextSegment::CreateAtRoll
     } else {
@@ -283,7 +336,7 @@ fn draw_tuning(rng: &mut ChaCha8Rng, seed: u64) -> (durlog::Tuning, u32) {
     // The group window shrinks as segments do, so that recovery's rule
     // for a record beyond it decides on logs of a few KiB; half the seeds
     // keep the default. Recovery is told the same window.
-    tuning.group_bytes_max = match mix(seed ^ 3) % 8 {
+    tuning.group_bytes_max = match parts.group_window() % 8 {
         0 => 128,
         1 => 512,
         2 => 2048,
@@ -322,10 +375,37 @@ fn draw_actions(
         mid_op_crash,
         flip_at_rest: drawn.weight(FaultKind::BitFlipAtRest),
     };
-    let actions = (0..steps)
-        .map(|_| draw.action(&[45, 35, 12, crash_rate, 3, 2, 7]))
-        .collect();
+    let table = [
+        (Kind::Submit, 45),
+        (Kind::Commit, 35),
+        (Kind::Read, 12),
+        (Kind::Crash, crash_rate),
+        (Kind::Reopen, 3),
+        (Kind::Subscribe, 2),
+        (Kind::Poll, 7),
+    ];
+    let actions = (0..steps).map(|_| draw.action(&table)).collect();
     (steps, actions)
+}
+
+/// The kinds of action a workload draws, each with its weight in the
+/// seed's table. The table's order and weights are part of every plan: a
+/// seed keeps its plan only while both stay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Submit,
+    Commit,
+    Read,
+    Crash,
+    Reopen,
+    Subscribe,
+    Poll,
+}
+
+/// Picks an entry of `table` with probability proportional to its weight.
+fn pick<T: Copy>(rng: &mut ChaCha8Rng, table: &[(T, u32)]) -> T {
+    let weights: Vec<u32> = table.iter().map(|&(_, weight)| weight).collect();
+    table[weighted(rng, &weights)].0
 }
 
 struct ActionDraw<'a> {
@@ -339,22 +419,22 @@ struct ActionDraw<'a> {
 }
 
 impl ActionDraw<'_> {
-    fn action(&mut self, mix: &[u32]) -> Action {
-        match weighted(self.rng, mix) {
-            0 => self.submit(),
-            1 => Action::Commit {
+    fn action(&mut self, table: &[(Kind, u32)]) -> Action {
+        match pick(self.rng, table) {
+            Kind::Submit => self.submit(),
+            Kind::Commit => Action::Commit {
                 crash: self.crash_spec(true),
             },
-            2 => Action::Read {
+            Kind::Read => Action::Read {
                 stream: self.stream(),
                 from: self.rng.random_range(0..12),
                 limit: [0, 1, 3, u32::MAX][weighted(self.rng, &[1, 3, 3, 6])],
             },
-            3 => Action::Crash {
+            Kind::Crash => Action::Crash {
                 recovery: self.recovery_crash(),
                 bit_flip: self.rng.random_bool(self.flip_at_rest),
             },
-            4 => Action::Reopen {
+            Kind::Reopen => Action::Reopen {
                 quota: match weighted(self.rng, &[5, 4, 1]) {
                     0 => QuotaChange::Keep,
                     1 => QuotaChange::Raise(self.rng.random_range(64..8192)),
@@ -362,11 +442,11 @@ impl ActionDraw<'_> {
                 },
                 recovery: self.recovery_crash(),
             },
-            5 => Action::Subscribe {
+            Kind::Subscribe => Action::Subscribe {
                 back: [0, 1, 3, 20, u32::MAX][weighted(self.rng, &[2, 2, 2, 2, 2])],
                 stream: self.rng.random_bool(0.3).then(|| self.stream()),
             },
-            _ => Action::Poll {
+            Kind::Poll => Action::Poll {
                 subscriber: self.rng.random_range(0..8),
                 max: [1, 2, 5, u32::MAX][weighted(self.rng, &[2, 2, 2, 4])],
             },
@@ -519,4 +599,32 @@ fn recovery_suffix(crash: CrashSpec) -> String {
         CrashSpec::AfterOps(n) => format!(", then power loss during recovery op {n}"),
         _ => String::new(),
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::Rng;
+
+    use super::Parts;
+
+    /// Every part's derivation pinned for seed 42: a change to one would
+    /// move every seed's plan, and corpus/sim-seeds.txt with them.
+    #[test]
+    fn sub_seeds_are_pinned() {
+        let parts = Parts::new(42);
+        assert_eq!(parts.plan_rng().next_u64(), PLAN_FIRST);
+        assert_eq!(parts.next_segment(), NEXT_SEGMENT);
+        assert_eq!(parts.group_window(), GROUP_WINDOW);
+        assert_eq!(parts.changes_rng().next_u64(), CHANGES_FIRST);
+        // Seed 29 is the first with a canary (README's example).
+        assert_eq!(Parts::new(29).canary(1000), Some(CANARY_STEP));
+        assert_eq!(parts.canary(1000), None);
+    }
+
+    // The first draw of the plan's stream is the disk's seed.
+    const PLAN_FIRST: u64 = 0xae90_bfb5_395d_5ba1;
+    const NEXT_SEGMENT: u64 = 0x369e_ae0b_0ca1_9112;
+    const GROUP_WINDOW: u64 = 0x118e_846e_a93b_c949;
+    const CHANGES_FIRST: u64 = 0xf560_fd8a_17d6_9e05;
+    const CANARY_STEP: usize = 796;
 }

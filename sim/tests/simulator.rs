@@ -225,3 +225,33 @@ fn pitfall_patches_apply() {
         );
     }
 }
+
+/// `durlog_sim::MARKS` lists exactly the coverage marks in the engine's
+/// code, so that a mark added there is counted and its zero flagged.
+#[test]
+fn the_marks_listed_are_the_engines() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../engine/src");
+    let mut found = Vec::new();
+    let mut dirs = vec![root];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|ext| ext == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                let mut rest = text.as_str();
+                // rustfmt may put a long name on a line of its own.
+                while let Some(at) = rest.find("mark!(") {
+                    rest = rest[at + 6..].trim_start().strip_prefix('"').unwrap();
+                    let end = rest.find('"').unwrap();
+                    found.push(rest[..end].to_string());
+                }
+            }
+        }
+    }
+    found.sort();
+    let mut listed: Vec<String> = durlog_sim::MARKS.iter().map(|m| m.to_string()).collect();
+    listed.sort();
+    assert_eq!(found, listed);
+}
