@@ -7,9 +7,9 @@ root=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 out=root+'/sim/pitfalls'
 P=[
 ("01-crc-over-payload-only","SPEC 7.1: CRC over the payload only, not seq",[
- ("engine/src/format/mod.rs","    crc32c::crc32c_append(crc32c::crc32c(&seq.to_le_bytes()), payload)","    let _ = seq;\n    crc32c::crc32c(payload)")]),
+ ("engine/src/format/record.rs","    crc32c::crc32c_append(crc32c::crc32c(&seq.to_le_bytes()), payload)","    let _ = seq;\n    crc32c::crc32c(payload)")]),
 ("02-length-not-checked","SPEC 7.2: trusting the length field without checking it against the bytes left",[
- ("engine/src/format/mod.rs","    if u64::from(header.len) > rest.len() as u64 {\n        return Err(RecordError::Short);\n    }\n","")]),
+ ("engine/src/format/record.rs","    if u64::from(header.len) > rest.len() as u64 {\n        return Err(RecordError::Short);\n    }\n","")]),
 ("03-torn-tail-not-truncated","SPEC 7.3: recovery skips a torn tail in memory without truncating the file",[
  ("engine/src/log/open.rs","                file.set_len(*offset)?;\n                report.bytes_truncated","                report.bytes_truncated")]),
 ("04-earlier-damage-as-torn-tail","SPEC 7.4: treating damage in an earlier segment as a torn tail",[
