@@ -13,7 +13,7 @@
 //! - `file_names.rs`: segment names and the bookkeeping files' names.
 //! - `repair.rs`: single-bit repair, the CRC algebra recovery uses.
 //!
-//! Each decoder reads a fixed-size field through [`field`] and its typed
+//! Each decoder reads a fixed-size field through `field` and its typed
 //! forms, which answer `None` for bytes too short to hold it: untrusted
 //! input is never sliced by hand, so it cannot make a decoder panic.
 //!
@@ -34,15 +34,18 @@ pub use state::STATE_TEMP_NAME;
 
 // The items the crate root exports, reachable inside the crate at
 // `crate::format::X` as well, so the engine names every format item one
-// way.
-pub use batch::{Batch, BatchError, Event, MAX_NAME_BYTES, decode_batch, encode_batch};
-pub(crate) use batch::{batch_stream, encode_batch_at, set_first_version};
-pub use file_names::segment_name;
-pub use record::{
-    HEADER_SIZE, MAX_PAYLOAD_BYTES, Record, RecordError, append_record, crc32c, parse_record,
+// way: all of them, used inside the crate today or not (hence the allow).
+#[allow(unused_imports)]
+pub(crate) use self::{
+    batch::{Batch, BatchError, Event, MAX_NAME_BYTES, decode_batch, encode_batch},
+    file_names::segment_name,
+    record::{
+        HEADER_SIZE, MAX_PAYLOAD_BYTES, Record, RecordError, append_record, crc32c, parse_record,
+    },
+    state::{LogState, STATE_FILE_NAME, StateError},
 };
+pub(crate) use batch::{batch_stream, encode_batch_at, set_first_version};
 pub(crate) use repair::single_bit_repair;
-pub use state::{LogState, STATE_FILE_NAME, StateError};
 
 /// The smallest record there can be: a header and a batch of one event
 /// with an empty stream name, type and data. Recovery bounds how many
