@@ -45,7 +45,8 @@ use crate::format::{
 };
 use crate::segment::Window;
 
-use super::{Damage, Refusal, Scanner, Tail, corrupt, read_until_two_agree};
+use super::reread::{Read, read_until_two_agree};
+use super::{Damage, Refusal, Scanner, Tail, corrupt};
 
 /// The most bytes one group commit writes in a single write-and-sync,
 /// unless a single record is larger (it is then a group of its own), and
@@ -312,17 +313,23 @@ fn claims_a_later_seq(claimed: u64, expected: u64) -> bool {
     claimed > expected && claimed < expected.saturating_add(1 << 32)
 }
 
-/// `len` bytes at `offset`, read until two reads in a row agree.
+/// `len` bytes at `offset`, read until two reads in a row agree. Evidence
+/// is never accepted on one read: every read of it is suspect, and the
+/// bytes returned are the ones two reads in a row agreed on.
 fn stable_bytes(
     window: &mut Window<'_>,
     path: &Path,
     offset: u64,
     len: u64,
 ) -> Result<Vec<u8>, Refusal> {
-    let agreed = read_until_two_agree(window, path, offset, |window| {
-        Ok(Err::<Infallible, _>(window.bytes(offset, len)?.to_vec()))
+    let agreed = read_until_two_agree(path, Some(offset), |again| {
+        if again {
+            window.invalidate();
+        }
+        let bytes = window.bytes(offset, len)?.to_vec();
+        Ok(Read::<Infallible, _>::Suspect(bytes))
     })?;
-    let Err(bytes) = agreed;
+    let Read::Suspect(bytes) = agreed;
     Ok(bytes)
 }
 

@@ -38,19 +38,17 @@ use crate::segment::{SegmentMeta, Window};
 pub(crate) mod decide;
 mod names;
 pub(crate) mod report;
+mod reread;
 mod state;
 
 use names::{Names, segment_names};
+use reread::{Read, read_until_two_agree};
 
 // The items the crate root exports, reachable inside the crate at
 // `crate::recovery::X` as well.
 pub(crate) use decide::{GROUP_BYTES_MAX, Rule};
 pub(crate) use report::{RecoveryReport, Refusal, Tail};
 pub(crate) use state::{StateWrite, write_state};
-
-/// How many times a suspected damage is re-read before it is believed: a
-/// flaky read must not make recovery truncate acknowledged data.
-const REREADS_MAX: usize = 4;
 
 /// One valid record, as a scan visits it.
 pub struct RecordInfo<'a> {
@@ -318,14 +316,6 @@ impl fmt::Display for Damage {
     }
 }
 
-/// The outcome of checking the record at one offset.
-enum Checked {
-    /// The next record of the log, this many bytes long; now indexed.
-    Valid(u64),
-    /// Not the next record of the log.
-    Damaged(Damage),
-}
-
 struct Scanner {
     index: Index,
     next_seq: u64,
@@ -358,8 +348,8 @@ impl Scanner {
         let mut outcome = Ok((Tail::Clean, None));
         while offset < file_len && self.next_seq <= self.stop_after {
             match self.check_record(&mut window, path, offset, segment, visit) {
-                Ok(Checked::Valid(len)) => offset += len,
-                Ok(Checked::Damaged(damage)) => {
+                Ok(Read::Accepted(len)) => offset += len,
+                Ok(Read::Suspect(damage)) => {
                     outcome = self
                         .decide(&mut window, path, offset, is_last, damage)
                         .map(|(tail, rule)| (tail, Some(rule)));
@@ -375,8 +365,9 @@ impl Scanner {
         outcome.map(|tail| (offset, tail))
     }
 
-    /// Checks the record at `offset` and, if valid, indexes it. Suspected
-    /// damage is re-read until two reads agree.
+    /// Checks the record at `offset`: the next record of the log, this
+    /// many bytes long and now indexed, or why it is not. Suspected damage
+    /// is re-read until two reads agree (on why, and on the bytes).
     fn check_record(
         &mut self,
         window: &mut Window<'_>,
@@ -384,23 +375,28 @@ impl Scanner {
         offset: u64,
         segment: u32,
         visit: &mut dyn FnMut(&RecordInfo<'_>),
-    ) -> Result<Checked, Error> {
-        let agreed = read_until_two_agree(window, path, offset, |window| {
+    ) -> Result<Read<u64, Damage>, Error> {
+        let agreed = read_until_two_agree(path, Some(offset), |again| {
+            if again {
+                window.invalidate();
+            }
             Ok(
                 match self.try_record(window, path, offset, segment, visit)? {
-                    Checked::Valid(len) => Ok(len),
-                    Checked::Damaged(damage) => {
-                        Err((damage, record_bytes(window, offset)?.to_vec()))
+                    Read::Accepted(len) => Read::Accepted(len),
+                    Read::Suspect(damage) => {
+                        Read::Suspect((damage, record_bytes(window, offset)?.to_vec()))
                     }
                 },
             )
         })?;
         Ok(match agreed {
-            Ok(len) => Checked::Valid(len),
-            Err((damage, _)) => Checked::Damaged(damage),
+            Read::Accepted(len) => Read::Accepted(len),
+            Read::Suspect((damage, _)) => Read::Suspect(damage),
         })
     }
 
+    /// One read of the record at `offset`: accepted (then indexed and
+    /// visited), or why it is not the next record of the log.
     fn try_record(
         &mut self,
         window: &mut Window<'_>,
@@ -408,32 +404,32 @@ impl Scanner {
         offset: u64,
         segment: u32,
         visit: &mut dyn FnMut(&RecordInfo<'_>),
-    ) -> io::Result<Checked> {
+    ) -> io::Result<Read<u64, Damage>> {
         let bytes = record_bytes(window, offset)?;
         let record = match parse_record(bytes) {
             Ok(record) => record,
-            Err(error) => return Ok(Checked::Damaged(Damage::Record(error))),
+            Err(error) => return Ok(Read::Suspect(Damage::Record(error))),
         };
         if record.seq != self.next_seq {
-            return Ok(Checked::Damaged(Damage::Seq {
+            return Ok(Read::Suspect(Damage::Seq {
                 found: record.seq,
                 expected: self.next_seq,
             }));
         }
         let batch = match inspect_batch(record.payload) {
             Ok(batch) => batch,
-            Err(error) => return Ok(Checked::Damaged(Damage::Batch(error))),
+            Err(error) => return Ok(Read::Suspect(Damage::Batch(error))),
         };
         let expected_version = self.index.version(batch.stream) + 1;
         if batch.first_version != expected_version {
-            return Ok(Checked::Damaged(Damage::Version {
+            return Ok(Read::Suspect(Damage::Version {
                 stream: batch.stream.to_owned(),
                 found: batch.first_version,
                 expected: expected_version,
             }));
         }
         let Ok(offset32) = u32::try_from(offset) else {
-            return Ok(Checked::Damaged(Damage::BeyondSegmentLimit));
+            return Ok(Read::Suspect(Damage::BeyondSegmentLimit));
         };
         let len = record.len as u64;
         visit(&RecordInfo {
@@ -457,7 +453,7 @@ impl Scanner {
         self.next_seq += 1;
         self.records += 1;
         self.record_bytes += len;
-        Ok(Checked::Valid(len))
+        Ok(Read::Accepted(len))
     }
 }
 
@@ -467,30 +463,4 @@ fn record_bytes<'w>(window: &'w mut Window<'_>, offset: u64) -> io::Result<&'w [
     let header = window.bytes(offset, HEADER_SIZE as u64)?;
     let claimed = Header::peek(header).map_or(0, |header| u64::from(header.len));
     window.bytes(offset, HEADER_SIZE as u64 + claimed)
-}
-
-/// Runs `attempt`, a read through the window, until it accepts what it
-/// read (`Ok`) or two reads in a row are suspect in the same way (`Err`,
-/// compared whole): what recovery acts on must not be the product of one
-/// flaky read. Each attempt after the first reads the file afresh.
-fn read_until_two_agree<T, S: PartialEq>(
-    window: &mut Window<'_>,
-    path: &Path,
-    offset: u64,
-    mut attempt: impl FnMut(&mut Window<'_>) -> io::Result<Result<T, S>>,
-) -> Result<Result<T, S>, Error> {
-    let mut previous = None;
-    for _ in 0..=REREADS_MAX {
-        match attempt(window)? {
-            Ok(accepted) => return Ok(Ok(accepted)),
-            Err(suspect) if previous.as_ref() == Some(&suspect) => return Ok(Err(suspect)),
-            Err(suspect) => previous = Some(suspect),
-        }
-        window.invalidate();
-    }
-    Err(Error::Io(io::Error::other(format!(
-        "{}: {} reads at offset {offset} returned different bytes; the device is unstable, not retrying recovery",
-        path.display(),
-        REREADS_MAX + 1
-    ))))
 }
