@@ -274,9 +274,13 @@ fn corrupt(rule: Rule, file: &Path, offset: u64, reason: String) -> Refusal {
     }
 }
 
-/// Why the record at an offset is not the next record of the log.
+/// Why the bytes at an offset are not the next record of the log: what
+/// the scan checks found wrong there. A defect, not yet damage: a torn
+/// tail, a stale copy and a bit flipped at rest all show as one, and
+/// `decide.rs` says which it is. (Not `durlog_vfs::Damage`, the simulated
+/// disk's record of a fault it injected.)
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Damage {
+pub(crate) enum Defect {
     /// The bytes are not a record: short, or a CRC mismatch.
     Record(RecordError),
     /// A valid record, but not the one the seq chain expects.
@@ -293,15 +297,15 @@ pub(crate) enum Damage {
     BeyondSegmentLimit,
 }
 
-impl fmt::Display for Damage {
+impl fmt::Display for Defect {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Damage::Record(error) => error.fmt(f),
-            Damage::Seq { found, expected } => {
+            Defect::Record(error) => error.fmt(f),
+            Defect::Seq { found, expected } => {
                 write!(f, "record has seq {found}, expected {expected}")
             }
-            Damage::Batch(error) => error.fmt(f),
-            Damage::Version {
+            Defect::Batch(error) => error.fmt(f),
+            Defect::Version {
                 stream,
                 found,
                 expected,
@@ -309,7 +313,7 @@ impl fmt::Display for Damage {
                 f,
                 "batch of stream {stream:?} starts at version {found}, expected {expected}"
             ),
-            Damage::BeyondSegmentLimit => {
+            Defect::BeyondSegmentLimit => {
                 f.write_str("record starts beyond 4 GiB, where no segment reaches")
             }
         }
@@ -349,9 +353,9 @@ impl Scanner {
         while offset < file_len && self.next_seq <= self.stop_after {
             match self.check_record(&mut window, path, offset, segment, visit) {
                 Ok(Read::Accepted(len)) => offset += len,
-                Ok(Read::Suspect(damage)) => {
+                Ok(Read::Suspect(defect)) => {
                     outcome = self
-                        .decide(&mut window, path, offset, is_last, damage)
+                        .decide(&mut window, path, offset, is_last, defect)
                         .map(|(tail, rule)| (tail, Some(rule)));
                     break;
                 }
@@ -375,7 +379,7 @@ impl Scanner {
         offset: u64,
         segment: u32,
         visit: &mut dyn FnMut(&RecordInfo<'_>),
-    ) -> Result<Read<u64, Damage>, Error> {
+    ) -> Result<Read<u64, Defect>, Error> {
         let agreed = read_until_two_agree(path, Some(offset), |again| {
             if again {
                 window.invalidate();
@@ -383,15 +387,15 @@ impl Scanner {
             Ok(
                 match self.try_record(window, path, offset, segment, visit)? {
                     Read::Accepted(len) => Read::Accepted(len),
-                    Read::Suspect(damage) => {
-                        Read::Suspect((damage, record_bytes(window, offset)?.to_vec()))
+                    Read::Suspect(defect) => {
+                        Read::Suspect((defect, record_bytes(window, offset)?.to_vec()))
                     }
                 },
             )
         })?;
         Ok(match agreed {
             Read::Accepted(len) => Read::Accepted(len),
-            Read::Suspect((damage, _)) => Read::Suspect(damage),
+            Read::Suspect((defect, _)) => Read::Suspect(defect),
         })
     }
 
@@ -404,32 +408,32 @@ impl Scanner {
         offset: u64,
         segment: u32,
         visit: &mut dyn FnMut(&RecordInfo<'_>),
-    ) -> io::Result<Read<u64, Damage>> {
+    ) -> io::Result<Read<u64, Defect>> {
         let bytes = record_bytes(window, offset)?;
         let record = match parse_record(bytes) {
             Ok(record) => record,
-            Err(error) => return Ok(Read::Suspect(Damage::Record(error))),
+            Err(error) => return Ok(Read::Suspect(Defect::Record(error))),
         };
         if record.seq != self.next_seq {
-            return Ok(Read::Suspect(Damage::Seq {
+            return Ok(Read::Suspect(Defect::Seq {
                 found: record.seq,
                 expected: self.next_seq,
             }));
         }
         let batch = match inspect_batch(record.payload) {
             Ok(batch) => batch,
-            Err(error) => return Ok(Read::Suspect(Damage::Batch(error))),
+            Err(error) => return Ok(Read::Suspect(Defect::Batch(error))),
         };
         let expected_version = self.index.version(batch.stream) + 1;
         if batch.first_version != expected_version {
-            return Ok(Read::Suspect(Damage::Version {
+            return Ok(Read::Suspect(Defect::Version {
                 stream: batch.stream.to_owned(),
                 found: batch.first_version,
                 expected: expected_version,
             }));
         }
         let Ok(offset32) = u32::try_from(offset) else {
-            return Ok(Read::Suspect(Damage::BeyondSegmentLimit));
+            return Ok(Read::Suspect(Defect::BeyondSegmentLimit));
         };
         let len = record.len as u64;
         visit(&RecordInfo {
