@@ -45,6 +45,7 @@ pub(crate) use self::{
     state::{LogState, STATE_FILE_NAME, StateError},
 };
 pub(crate) use batch::{batch_stream, encode_batch_at, set_first_version};
+pub(crate) use record::HEADER_SEQ_FIELD;
 pub(crate) use repair::single_bit_repair;
 
 /// The smallest record there can be: a header and a batch of one event

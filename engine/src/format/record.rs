@@ -10,6 +10,7 @@
 //! | 16 | `L` | `P` | payload: one batch |
 
 use std::fmt;
+use std::ops::Range;
 
 use super::{put_field, u32_at, u64_at};
 
@@ -28,6 +29,10 @@ const PAYLOAD_AT: usize = SEQ_AT + size_of::<u64>();
 const _: () = assert!(LEN_AT == 0 && CRC_AT == 4 && SEQ_AT == 8);
 const _: () = assert!(PAYLOAD_AT == HEADER_SIZE);
 const _: () = assert!(MAX_PAYLOAD_BYTES == u32::MAX as u64);
+
+/// The bytes of a header that hold its seq: recovery asks whether a tear
+/// can have cut them (`recovery/decide.rs`).
+pub(crate) const HEADER_SEQ_FIELD: Range<usize> = SEQ_AT..PAYLOAD_AT;
 
 /// The CRC-covered part of a record starts at the seq: the seq's 8 bytes,
 /// then the payload. Single-bit repair counts message bits from here.

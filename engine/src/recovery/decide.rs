@@ -41,7 +41,8 @@ use std::convert::Infallible;
 use std::path::Path;
 
 use crate::format::{
-    HEADER_SIZE, Header, RECORD_BYTES_MIN, inspect_batch, parse_record, single_bit_repair,
+    HEADER_SEQ_FIELD, HEADER_SIZE, Header, RECORD_BYTES_MIN, inspect_batch, parse_record,
+    single_bit_repair,
 };
 use crate::segment::Window;
 
@@ -299,8 +300,9 @@ const SECTOR_BYTES: u64 = 512;
 /// followed by garbage to its last byte (a garbage run that stops at a
 /// sector end inside the field, with zeros after, can spell any small seq).
 fn seq_field_in_one_sector(offset: u64) -> bool {
-    let seq_at = offset + HEADER_SIZE as u64 - 8;
-    seq_at / SECTOR_BYTES == (seq_at + 7) / SECTOR_BYTES
+    let first_byte = offset + HEADER_SEQ_FIELD.start as u64;
+    let last_byte = offset + HEADER_SEQ_FIELD.end as u64 - 1;
+    first_byte / SECTOR_BYTES == last_byte / SECTOR_BYTES
 }
 
 /// Whether a damaged record's header, claiming seq `claimed` where
