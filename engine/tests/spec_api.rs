@@ -5,6 +5,10 @@
 //! root is where these items live, and `durlog::format` and
 //! `durlog::recovery` hold only the tools' items (see `tools_items`).
 
+// The point of this file is to spell SPEC's signatures out whole, as SPEC
+// writes them, not behind type aliases.
+#![allow(clippy::type_complexity)]
+
 use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -30,7 +30,6 @@ pub const MAX_NAME_BYTES: usize = u16::MAX as usize;
 
 /// Bytes of a name's length field (the stream's, a type's): a `u16`.
 const NAME_LEN_BYTES: usize = size_of::<u16>();
-const _: () = assert!(MAX_NAME_BYTES == u16::MAX as usize);
 
 // The fixed part, before the first event: the stream name's length and
 // the name at fixed places, then, from the name's end, the first version
