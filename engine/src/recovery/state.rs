@@ -14,7 +14,8 @@ use durlog_vfs::{OpenMode, Vfs};
 use crate::format::{LogState, STATE_FILE_NAME, STATE_TEMP_NAME};
 use crate::index::Index;
 
-use super::{REREADS_MAX, Refusal, Rule, corrupt};
+use super::reread::{Read, read_until_two_agree};
+use super::{Refusal, Rule, corrupt};
 
 /// The state file's content, or a new log's (first seq 1, nothing
 /// purged, no truncation) if there is none. A damaged state file is
@@ -31,33 +32,28 @@ pub(super) fn read_state(vfs: &dyn Vfs, dir: &Path, present: bool) -> Result<Log
     let path = dir.join(STATE_FILE_NAME);
     let file = vfs.open(&path, OpenMode::ReadOnly)?;
     // A flaky read must not refuse the log: damage is believed only when
-    // two reads in a row return the same bytes.
-    let mut previous: Option<Vec<u8>> = None;
-    for _ in 0..=REREADS_MAX {
+    // two reads in a row return the same bytes. Each read reads the file
+    // afresh.
+    let agreed = read_until_two_agree(&path, None, |_again| {
         let len = file.len()?;
         // A state file holds a name and a version per stream: never trust
         // its length to size a buffer past what memory holds.
         let mut bytes = vec![0; usize::try_from(len).unwrap_or(usize::MAX).min(1 << 30)];
         durlog_vfs::read_exact_at(file.as_ref(), &mut bytes, 0)?;
-        let error = match LogState::decode(&bytes) {
-            Ok(state) => return Ok(state),
-            Err(error) => error,
-        };
-        if previous.as_ref() == Some(&bytes) {
-            return Err(corrupt(
-                Rule::Structure,
-                &path,
-                0,
-                format!("the log's state file is damaged ({error}); restore it from a backup"),
-            ));
-        }
-        previous = Some(bytes);
+        Ok(match LogState::decode(&bytes) {
+            Ok(state) => Read::Accepted(state),
+            Err(error) => Read::Suspect((error, bytes)),
+        })
+    })?;
+    match agreed {
+        Read::Accepted(state) => Ok(state),
+        Read::Suspect((error, _)) => Err(corrupt(
+            Rule::Structure,
+            &path,
+            0,
+            format!("the log's state file is damaged ({error}); restore it from a backup"),
+        )),
     }
-    Err(Refusal::from(io::Error::other(format!(
-        "{}: {} reads returned different bytes; the device is unstable, not retrying recovery",
-        path.display(),
-        REREADS_MAX + 1
-    ))))
 }
 
 /// The segments of a directory, sorted by the state file.
