@@ -154,10 +154,9 @@ fn options() -> (Options, Tuning) {
         now: Some(Arc::new(|| 1_700_000_000_000_000_000)),
         ..Options::default()
     };
-    let tuning = Tuning {
-        next_segment: NextSegment::OnCall,
-        ..Tuning::default()
-    };
+    let tuning = Tuning::default().with(|tuning| {
+        tuning.next_segment = NextSegment::OnCall;
+    });
     (options, tuning)
 }
 

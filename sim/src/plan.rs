@@ -295,33 +295,33 @@ fn insert_changes(
             actions.insert(at, action);
         }
     }
-    rng.random_bool(0.25).then(|| durlog::Retention {
-        max_bytes: rng
-            .random_bool(0.7)
-            .then(|| segment_bytes.min(1 << 16) * rng.random_range(2..6)),
-        max_age: rng
-            .random_bool(0.4)
-            .then(|| std::time::Duration::from_nanos(rng.random_range(20..200) * 1_000_003)),
+    rng.random_bool(0.25).then(|| {
+        durlog::Retention::default().with(|retention| {
+            retention.max_bytes = rng
+                .random_bool(0.7)
+                .then(|| segment_bytes.min(1 << 16) * rng.random_range(2..6));
+            retention.max_age = rng
+                .random_bool(0.4)
+                .then(|| std::time::Duration::from_nanos(rng.random_range(20..200) * 1_000_003));
+        })
     })
 }
 
 /// The engine's tuning, and `Plan::prepare_every`.
 fn draw_tuning(rng: &mut ChaCha8Rng, parts: Parts) -> (durlog::Tuning, u32) {
     let mut tuning = if rng.random_bool(0.3) {
-        durlog::Tuning {
-            preallocate_after_bytes: u64::MAX,
-            ..durlog::Tuning::default()
-        }
+        durlog::Tuning::default().with(|tuning| {
+            tuning.preallocate_after_bytes = u64::MAX;
+        })
     } else {
-        durlog::Tuning {
-            preallocate_after_bytes: [0, 100, 1000][weighted(rng, &[2, 1, 1])],
-            preallocate_chunk_bytes: rng.random_range(1..=8192),
-            preallocate_group_bytes_max: [u64::MAX, 512][weighted(rng, &[3, 1])],
+        durlog::Tuning::default().with(|tuning| {
+            tuning.preallocate_after_bytes = [0, 100, 1000][weighted(rng, &[2, 1, 1])];
+            tuning.preallocate_chunk_bytes = rng.random_range(1..=8192);
+            tuning.preallocate_group_bytes_max = [u64::MAX, 512][weighted(rng, &[3, 1])];
             // Nothing runs while a simulated leader yields: one yield
             // exercises the path without slowing the run.
-            gather_yields: rng.random_range(0..=1),
-            ..durlog::Tuning::default()
-        }
+            tuning.gather_yields = rng.random_range(0..=1);
+        })
     };
     // Drawn from the seed, not the plan's RNG, so that the plans of
     // earlier seeds (and the seeds that find each pitfall) stay as

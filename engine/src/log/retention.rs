@@ -36,7 +36,11 @@ use super::{Lead, Log, lock};
 /// What a log keeps, applied at each segment roll: the oldest sealed
 /// segments are purged while the log is over either limit. The active
 /// segment is never purged, so a log keeps at least its newest records.
+///
+/// `#[non_exhaustive]`, so that a limit added later breaks no caller:
+/// `Retention::default().with(|retention| retention.max_bytes = Some(n))`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Retention {
     /// Keep at most this many bytes of records (`size()`); `None`: no limit.
     pub max_bytes: Option<u64>,
@@ -46,6 +50,12 @@ pub struct Retention {
 }
 
 impl Retention {
+    /// This policy changed by `change`.
+    pub fn with(mut self, change: impl FnOnce(&mut Retention)) -> Retention {
+        change(&mut self);
+        self
+    }
+
     fn is_none(&self) -> bool {
         self.max_bytes.is_none() && self.max_age.is_none()
     }

@@ -179,16 +179,16 @@ impl Setting {
             Setting::PreparedPreallocated | Setting::CreatedPreallocated => 0,
             Setting::PreparedExact | Setting::CreatedExact => u64::MAX,
         };
-        Tuning {
-            preallocate_after_bytes,
-            preallocate_chunk_bytes: 4096,
-            preallocate_group_bytes_max: u64::MAX,
-            gather_yields: 0,
-            next_segment,
+        Tuning::default().with(|tuning| {
+            tuning.preallocate_after_bytes = preallocate_after_bytes;
+            tuning.preallocate_chunk_bytes = 4096;
+            tuning.preallocate_group_bytes_max = u64::MAX;
+            tuning.gather_yields = 0;
+            tuning.next_segment = next_segment;
             // Small, so recovery's rule for a valid record beyond the
             // group window decides on logs this small.
-            group_bytes_max: 512,
-        }
+            tuning.group_bytes_max = 512;
+        })
     }
 }
 

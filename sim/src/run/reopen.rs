@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use durlog::{Error, Log, NextSegment, Options, Tuning, recovery};
+use durlog::{Error, Log, NextSegment, Options, recovery};
 use durlog_vfs::{FaultKind, SimVfs};
 
 use super::excuse::{self, Evidence};
@@ -48,15 +48,14 @@ impl World<'_> {
             self.vfs.clone(),
             &self.dir,
             self.options(),
-            Tuning {
+            self.plan.tuning.with(|tuning| {
                 // A thread of the log's own would make the run depend
                 // on scheduling: the runner prepares at seeded points.
-                next_segment: match self.plan.tuning.next_segment {
+                tuning.next_segment = match self.plan.tuning.next_segment {
                     NextSegment::Background => NextSegment::OnCall,
                     other => other,
-                },
-                ..self.plan.tuning
-            },
+                };
+            }),
         )?;
         if let Some(retention) = self.plan.retention {
             log.set_retention(retention);
