@@ -32,12 +32,18 @@
 use std::collections::BTreeSet;
 use std::fmt;
 use std::str::FromStr;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use durlog_vfs::{CrashScript, FaultKind, SimVfs, TraceKind};
 
 use crate::{Violation, panic_message};
+
+mod state;
+mod summary;
+
+pub use state::{FaultPoint, StateId};
+pub use summary::{
+    ExhaustOptions, ExhaustProgress, ExhaustSummary, replay, replay_command, run_exhaust,
+};
 
 /// How the message of a violation that is a panic begins (its step is
 /// unknown: a replay shows where it struck).
@@ -45,9 +51,6 @@ pub const PANIC_PREFIX: &str = "panic: ";
 
 /// The default bound on dirty pages decided one by one per power loss.
 pub const PAGES_MAX: u32 = 10;
-
-/// Failing workloads whose first violation the summary keeps.
-const FAILING_WORKLOADS_KEPT: usize = 10;
 
 /// Called after each power loss of a run with whether it struck during a
 /// recovery, once the disk holds what it left and before anything is
@@ -89,98 +92,6 @@ pub trait Exhaustible: Sync {
 
     /// The summary's first lines: what the workloads are.
     fn describe(&self, ops: u32) -> String;
-}
-
-/// Where the fault of a state strikes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum FaultPoint {
-    /// Power fails during this counted disk operation (1-based).
-    Crash(u64),
-    /// This counted operation (a write or a sync) fails.
-    Fail(u64),
-    /// Nothing fails until the power loss after the last operation.
-    End,
-}
-
-impl fmt::Display for FaultPoint {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            FaultPoint::Crash(op) => write!(f, "c{op}"),
-            FaultPoint::Fail(op) => write!(f, "f{op}"),
-            FaultPoint::End => f.write_str("end"),
-        }
-    }
-}
-
-/// One state, exactly: the workload, the fault point, the crash during
-/// the recovery after the first power loss (the n-th counted operation
-/// after it), and the choices of every scripted decision.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StateId<W> {
-    pub workload: W,
-    pub point: FaultPoint,
-    pub recovery_crash: Option<u64>,
-    pub choices: Vec<u32>,
-}
-
-/// `Pal:c7:r2:0.1.1` (workload : fault point : recovery crash or `-` :
-/// choices or `-`).
-impl<W: fmt::Display> fmt::Display for StateId<W> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:", self.workload, self.point)?;
-        match self.recovery_crash {
-            Some(op) => write!(f, "r{op}:")?,
-            None => f.write_str("-:")?,
-        }
-        if self.choices.is_empty() {
-            return f.write_str("-");
-        }
-        let choices: Vec<String> = self.choices.iter().map(u32::to_string).collect();
-        f.write_str(&choices.join("."))
-    }
-}
-
-impl<W: FromStr<Err = String>> FromStr for StateId<W> {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<StateId<W>, String> {
-        let bad = |what: &str| format!("{text:?}: {what} (expected e.g. Pal:c7:r2:0.1.1)");
-        let parts: Vec<&str> = text.trim().split(':').collect();
-        let [ops, point, recovery, choices] = parts[..] else {
-            return Err(bad("not four fields separated by ':'"));
-        };
-        let workload: W = ops.parse()?;
-        let number = |digits: &str| digits.parse::<u64>().ok().filter(|&op| op > 0);
-        let point = match (point, point.get(..1), point.get(1..)) {
-            ("end", ..) => FaultPoint::End,
-            (_, Some("c"), Some(op)) => FaultPoint::Crash(number(op).ok_or_else(|| bad("c0"))?),
-            (_, Some("f"), Some(op)) => FaultPoint::Fail(number(op).ok_or_else(|| bad("f0"))?),
-            _ => return Err(bad("the fault point is not cN, fN or end")),
-        };
-        let recovery_crash = match recovery {
-            "-" => None,
-            _ => Some(
-                recovery
-                    .strip_prefix('r')
-                    .and_then(number)
-                    .ok_or_else(|| bad("the recovery crash is not rN or -"))?,
-            ),
-        };
-        let choices = match choices {
-            "-" => Vec::new(),
-            _ => choices
-                .split('.')
-                .map(|choice| choice.parse::<u32>())
-                .collect::<Result<_, _>>()
-                .map_err(|_| bad("the choices are not numbers separated by '.'"))?,
-        };
-        Ok(StateId {
-            workload,
-            point,
-            recovery_crash,
-            choices,
-        })
-    }
 }
 
 /// How one workload is explored.
@@ -475,217 +386,4 @@ fn failure_decisions(script: &CrashScript) -> Vec<u32> {
         })
         .map(|decision| decision.taken)
         .collect()
-}
-
-/// What an exhaustive check was asked to do.
-#[derive(Clone, Copy, Debug)]
-pub struct ExhaustOptions {
-    /// Workloads of 1 to this many operations.
-    pub ops: u32,
-    pub pages_max: u32,
-    /// Crash each recovery too, at each of its operations.
-    pub recovery_crashes: bool,
-    pub fail_fast: bool,
-}
-
-/// Live counts for a progress display.
-#[derive(Debug, Default)]
-pub struct ExhaustProgress {
-    pub workloads_done: AtomicU64,
-    pub states: AtomicU64,
-    pub violations: AtomicU64,
-}
-
-/// What an exhaustive check found, summed in workload order.
-#[derive(Clone, Debug)]
-pub struct ExhaustSummary<W> {
-    /// The scenario's description of its workloads.
-    pub header: String,
-    pub options: ExhaustOptions,
-    /// Workloads explored (all of them unless it failed fast).
-    pub workloads: u64,
-    pub crash_points: u64,
-    pub failure_points: u64,
-    pub runs: u64,
-    pub states: u64,
-    pub recovery_states: u64,
-    pub pages_joined: u64,
-    pub images: u64,
-    pub violations: u64,
-    /// Workloads with a violation.
-    pub failing_workloads: u64,
-    /// The first violation of each of the first failing workloads, in
-    /// workload order, each with where it struck and the states checked
-    /// before it in that order.
-    pub kept: Vec<(StateId<W>, Violation, String, u64)>,
-}
-
-/// Explores every workload of `options.ops` operations or fewer on `jobs`
-/// threads. Each workload is explored by one thread alone and the reports
-/// are summed in workload order, so the summary is the same for any `jobs`.
-pub fn run_exhaust<E: Exhaustible>(
-    scenario: &E,
-    options: ExhaustOptions,
-    jobs: usize,
-    progress: &ExhaustProgress,
-) -> ExhaustSummary<E::Workload> {
-    let workloads = scenario.workloads(options.ops);
-    let reports: Mutex<Vec<Option<WorkloadReport<E::Workload>>>> =
-        Mutex::new((0..workloads.len()).map(|_| None).collect());
-    let next = AtomicUsize::new(0);
-    let stop = AtomicBool::new(false);
-    std::thread::scope(|scope| {
-        for _ in 0..jobs.max(1) {
-            scope.spawn(|| {
-                // Taken in order, and each one taken is finished, so with
-                // --fail-fast every workload before the first failing one
-                // is complete.
-                while !stop.load(Ordering::Relaxed) {
-                    let index = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(workload) = workloads.get(index) else {
-                        break;
-                    };
-                    let explore_options = ExploreOptions {
-                        pages_max: options.pages_max,
-                        recovery_crashes: options.recovery_crashes,
-                        fail_fast: options.fail_fast,
-                    };
-                    let report = explore(scenario, workload, explore_options);
-                    progress.states.fetch_add(report.states, Ordering::Relaxed);
-                    progress.workloads_done.fetch_add(1, Ordering::Relaxed);
-                    if report.violations > 0 {
-                        progress
-                            .violations
-                            .fetch_add(report.violations, Ordering::Relaxed);
-                        if options.fail_fast {
-                            stop.store(true, Ordering::Relaxed);
-                        }
-                    }
-                    reports.lock().unwrap()[index] = Some(report);
-                }
-            });
-        }
-    });
-    let reports = reports.into_inner().unwrap();
-    summarize(scenario, options, &reports)
-}
-
-/// Sums the reports in workload order, up to the first missing one (a
-/// fail-fast run leaves the later ones out).
-fn summarize<E: Exhaustible>(
-    scenario: &E,
-    options: ExhaustOptions,
-    reports: &[Option<WorkloadReport<E::Workload>>],
-) -> ExhaustSummary<E::Workload> {
-    let mut summary = ExhaustSummary {
-        header: scenario.describe(options.ops),
-        options,
-        workloads: 0,
-        crash_points: 0,
-        failure_points: 0,
-        runs: 0,
-        states: 0,
-        recovery_states: 0,
-        pages_joined: 0,
-        images: 0,
-        violations: 0,
-        failing_workloads: 0,
-        kept: Vec::new(),
-    };
-    let mut images = BTreeSet::new();
-    for report in reports.iter().map_while(Option::as_ref) {
-        summary.workloads += 1;
-        summary.crash_points += report.crash_points;
-        summary.failure_points += report.failure_points;
-        summary.runs += report.runs;
-        summary.pages_joined += report.pages_joined;
-        summary.violations += report.violations;
-        if let Some((id, violation, before)) = &report.first_violation {
-            summary.failing_workloads += 1;
-            if summary.kept.len() < FAILING_WORKLOADS_KEPT {
-                let before = summary.states + before;
-                let at = if violation.message.starts_with(PANIC_PREFIX) {
-                    "a panic (its replay shows where)".to_string()
-                } else {
-                    match scenario.describe_step(&id.workload, violation.step) {
-                        what if what.is_empty() => format!("at step {}", violation.step),
-                        what => format!("at step {} ({what})", violation.step),
-                    }
-                };
-                summary
-                    .kept
-                    .push((id.clone(), violation.clone(), at, before));
-            }
-        }
-        summary.states += report.states;
-        summary.recovery_states += report.recovery_states;
-        images.extend(report.images.iter().copied());
-        if options.fail_fast && report.violations > 0 {
-            break;
-        }
-    }
-    summary.images = images.len() as u64;
-    summary
-}
-
-impl<W> fmt::Display for ExhaustSummary<W> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "{}", self.header)?;
-        writeln!(
-            f,
-            "outcomes    each subset of up to {} dirty pages per power loss (more: the rest kept or lost together, {} power losses), each unsynced directory entry and size change kept or undone, the interrupted write torn at each {}-byte sector (clean or with a garbage sector), a failed write cut at each sector, a failed sync dropping its pages or not",
-            self.options.pages_max,
-            self.pages_joined,
-            durlog_vfs::SECTOR_BYTES
-        )?;
-        if self.options.recovery_crashes {
-            writeln!(
-                f,
-                "recovery    the recovery after each state crashed at each of its operations too"
-            )?;
-        }
-        writeln!(f, "workloads   {}", self.workloads)?;
-        writeln!(
-            f,
-            "points      {} crash points, {} failure points (a write or sync that fails), {} ends",
-            self.crash_points, self.failure_points, self.workloads
-        )?;
-        writeln!(
-            f,
-            "states      {} distinct states checked ({} with a crash during recovery), {} runs, {} distinct disk images",
-            self.states, self.recovery_states, self.runs, self.images
-        )?;
-        write!(
-            f,
-            "violations  {} in {} workloads",
-            self.violations, self.failing_workloads
-        )
-    }
-}
-
-/// Runs one state again, with its readable trace: the verdict, the trace,
-/// and whether its choices did not fit the run (made by another build).
-pub fn replay<E: Exhaustible>(
-    scenario: &E,
-    id: &StateId<E::Workload>,
-    pages_max: u32,
-) -> (Option<Violation>, Vec<String>, bool) {
-    let (vfs, _) = prepared_disk(id, pages_max);
-    let (violation, trace) = scenario.run_workload(&id.workload, vfs.clone(), true, None);
-    let misfit = vfs.crash_script().is_some_and(|script| script.misfit);
-    (violation, trace, misfit)
-}
-
-/// The command that replays `id`.
-pub fn replay_command<E: Exhaustible>(
-    scenario: &E,
-    id: &StateId<E::Workload>,
-    pages_max: u32,
-) -> String {
-    let mut command = format!("{} exhaust --replay {id}", scenario.command());
-    if pages_max != PAGES_MAX {
-        command.push_str(&format!(" --pages-max {pages_max}"));
-    }
-    command.push_str(&scenario.flags());
-    command
 }
