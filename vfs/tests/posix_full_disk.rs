@@ -1,7 +1,7 @@
 //! `PosixVfs` against real failures: a tmpfs and an ext4 image that fill
 //! (ENOSPC at `write`), a thin-provisioned ext4 whose device fails the
-//! writeback (ENOSPC at `fdatasync`), and a file-size limit (a short write,
-//! then EFBIG). Each failing call must return an error naming its file and
+//! writeback (ENOSPC at `fdatasync`; under a journal, EIO and a read-only
+//! file system), and a file-size limit (a short write, then EFBIG). Each failing call must return an error naming its file and
 //! what failed; a short count must never pass for a whole write, and a
 //! failed sync never for a good one. The engine's answer to these errors
 //! (cut-back, poisoning, reopen) is tested in durlog's
@@ -107,6 +107,65 @@ fn sync_data_on_a_full_thin_device_fails_naming_the_file() {
     let (at, error) = failed.expect("fdatasync fails once the device is full (16 MiB written)");
     assert_names(&error, io::ErrorKind::StorageFull, "fdatasync", &path);
     eprintln!("fdatasync on a full thin device, block {at}: {error}");
+}
+
+/// Under a journal the same device's refusal aborts the journal: a sync
+/// fails (EIO) and the file system turns read-only. Whatever the kernel
+/// did, every block whose `sync_data` returned `Ok` must read back after a
+/// remount (the device given room, the journal replayed): a backend that
+/// drops a sync's error, or retries a failed sync and believes it, reports
+/// blocks durable that are not.
+#[test]
+fn what_sync_data_called_durable_on_a_failing_thin_device_reads_back_after_a_remount() {
+    let test = "what_sync_data_called_durable";
+    let kind = Ext4::ThinJournaled {
+        headroom_bytes: 256 << 10,
+    };
+    let Some(mut fs) = SmallFs::ext4(test, 64 << 20, kind) else {
+        return;
+    };
+    let path = fs.path().join("file");
+    let file = create(&path);
+    let block = |at: u64| -> Vec<u8> {
+        let mut data = vec![(at % 251) as u8 + 1; 4096];
+        data[..8].copy_from_slice(&at.to_le_bytes());
+        data
+    };
+    let mut synced = 0;
+    let mut failure = None;
+    for at in 0..4096u64 {
+        let result = file
+            .write_at(&block(at), at * 4096)
+            .and_then(|()| file.sync_data());
+        match result {
+            Ok(()) => synced = at + 1,
+            Err(error) => {
+                failure = Some(error);
+                break;
+            }
+        }
+    }
+    let failure =
+        failure.expect("a write or a sync fails once the device is full (16 MiB written)");
+    assert!(
+        failure.to_string().contains(&path.display().to_string()),
+        "the error names the file: {failure}"
+    );
+    eprintln!("after {synced} blocks synced: {failure}");
+    drop(file);
+    fs.free_device();
+    fs.remount();
+    let file = PosixVfs
+        .open(&path, OpenMode::ReadOnly)
+        .expect("open after the remount");
+    let mut back = vec![0; 4096];
+    for at in 0..synced {
+        let read = file.read_at(&mut back, at * 4096).expect("read a block");
+        assert!(
+            read == 4096 && back == block(at),
+            "block {at} of the {synced} whose sync returned Ok reads back"
+        );
+    }
 }
 
 /// Where the file-size limit test's child writes.
