@@ -4,8 +4,10 @@
 //! full disk, a thin-provisioned device whose ENOSPC comes late (from
 //! `fdatasync`), one whose journaled ext4 then turns read-only, and a
 //! file-size limit (a short write, then EFBIG). In every case the append
-//! that cannot be written is an `Error::Io` naming its segment file,
-//! nothing it wrote stays behind, every acknowledged event reads back
+//! that cannot be written is an `Error::Io` naming its segment file (the
+//! purge's names its state file), nothing it wrote stays behind (where the
+//! cut-back itself failed, the log is poisoned and its reopen keeps the
+//! failed append whole or drops it), every acknowledged event reads back
 //! exactly after a reopen (after a remount, where the device keeps what it
 //! was told), and appends resume with the next version once there is room.
 //! SPEC section 3 and FORMAT.md's "Failures are not crashes" are the
