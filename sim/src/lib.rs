@@ -54,6 +54,7 @@ pub const MARKS: &[&str] = &[
     "group: an append refused against an earlier member of its group",
     "writer: zeros preallocated with a group",
     "writer: a roll renames the prepared segment",
+    "writer: records written again without zeros for want of room",
     "writer: a failed group cut back",
     "writer: a cut-back that fails poisons the log",
     "recovery: a header across a page boundary taken as the write's own",

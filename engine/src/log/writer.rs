@@ -143,6 +143,7 @@ impl WriterSide {
         // cut. (Without this, a full disk refused appends while up to a
         // preallocation chunk, 1 MiB by default, was still free.)
         if extended > end && result.as_ref().is_err_and(is_out_of_room) {
+            durlog_vfs::mark!("writer: records written again without zeros for want of room");
             extended = 0;
             let records = &buf[..group.bytes as usize];
             result = file
