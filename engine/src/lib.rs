@@ -47,9 +47,10 @@ pub use format::record::{
     HEADER_SIZE, MAX_PAYLOAD_BYTES, Record, RecordError, append_record, crc32c, parse_record,
 };
 pub use format::state::{LogState, STATE_FILE_NAME, StateError};
+pub use format::tables::StreamMetadata;
 pub use log::{
-    Clock, Commit, DEFAULT_SEGMENT_BYTES, FAILPOINT_AFTER_WRITE, Failpoint, Log, NextSegment,
-    Options, Retention, SEGMENT_BYTES_MAX, Subscription, Ticket, Tuning,
+    Clock, Commit, DEFAULT_SEGMENT_BYTES, Deletion, FAILPOINT_AFTER_WRITE, Failpoint, Filter, Log,
+    NextSegment, Options, Retention, SEGMENT_BYTES_MAX, Subscription, Ticket, Tuning,
 };
 pub use recovery::decide::{GROUP_BYTES_MAX, Rule};
 pub use recovery::report::{RecoveryReport, Refusal, Tail};

@@ -324,6 +324,44 @@ pub fn decode_batch(payload: &[u8]) -> Result<Batch, BatchError> {
     })
 }
 
+/// A record's batch with only the events `keep` accepts (given each one's
+/// version, type and time) copied out, or `None` if `keep_stream` refuses
+/// its stream: a reader that filters pays for the data it returns, not for
+/// the data it skips. The payload is a CRC-checked record's, whose batch
+/// was checked before it was written and at recovery; every field read is
+/// still bounds-checked.
+pub(crate) fn decode_batch_where(
+    payload: &[u8],
+    keep_stream: impl FnOnce(&str) -> bool,
+    keep: impl Fn(u64, &str, i64) -> bool,
+) -> Result<Option<Batch>, BatchError> {
+    let (head, mut event_at) = read_head(payload)?;
+    if !keep_stream(head.stream) {
+        return Ok(None);
+    }
+    let mut events = Vec::new();
+    for index in 0..u64::from(head.count) {
+        let (event, next_at) = read_event(payload, event_at)?;
+        let version = head.first_version + index;
+        if keep(version, event.event_type, event.at) {
+            events.push(Event {
+                stream: head.stream.to_owned(),
+                version,
+                event_type: event.event_type.to_owned(),
+                data: event.data.to_vec(),
+                at: event.at,
+            });
+        }
+        event_at = next_at;
+    }
+    check_end(payload, event_at)?;
+    Ok(Some(Batch {
+        stream: head.stream.to_owned(),
+        first_version: head.first_version,
+        events,
+    }))
+}
+
 /// What recovery needs of a batch, borrowed from the payload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BatchView<'a> {

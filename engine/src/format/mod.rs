@@ -10,6 +10,7 @@
 //!   `decode_batch`, and [`inspect_batch`], the copy-free validator
 //!   recovery uses.
 //! - `state.rs`: the state file a purge or a truncation writes (`LogState`).
+//! - `tables.rs`: the tables of stream metadata and consumer positions.
 //! - `file_names.rs`: segment names and the bookkeeping files' names.
 //! - `repair.rs`: single-bit repair, the CRC algebra recovery uses.
 //!
@@ -26,11 +27,16 @@ pub(crate) mod file_names;
 pub(crate) mod record;
 mod repair;
 pub(crate) mod state;
+pub(crate) mod tables;
 
 pub use batch::{BatchView, batch_encoded_len, encode_batch_into, inspect_batch};
 pub use file_names::{LOCK_FILE_NAME, NEXT_SEGMENT_NAME, looks_like_a_segment, parse_segment_name};
 pub use record::Header;
 pub use state::STATE_TEMP_NAME;
+pub use tables::{
+    CONSUMERS_FILE_NAME, CONSUMERS_TEMP_NAME, Deleted, STREAMS_FILE_NAME, STREAMS_TEMP_NAME,
+    StreamEntry, TableError, decode_consumers, decode_streams, encode_consumers, encode_streams,
+};
 
 // The items the crate root exports, reachable inside the crate at
 // `crate::format::X` as well, so the engine names every format item one
@@ -43,8 +49,9 @@ pub(crate) use self::{
         HEADER_SIZE, MAX_PAYLOAD_BYTES, Record, RecordError, append_record, crc32c, parse_record,
     },
     state::{LogState, STATE_FILE_NAME, StateError},
+    tables::{StreamMetadata, Tables},
 };
-pub(crate) use batch::{batch_stream, encode_batch_at, set_first_version};
+pub(crate) use batch::{batch_stream, decode_batch_where, encode_batch_at, set_first_version};
 pub(crate) use record::HEADER_SEQ_FIELD;
 pub(crate) use repair::single_bit_repair;
 

@@ -267,7 +267,7 @@ impl Log {
         lock(&self.shared).retention = retention;
     }
 
-    fn writable(&self) -> Result<&Arc<WriterSide>, Error> {
+    pub(super) fn writable(&self) -> Result<&Arc<WriterSide>, Error> {
         self.writer.as_ref().ok_or_else(|| Error::ReadOnly {
             dir: self.settings.dir.clone(),
         })
@@ -345,8 +345,11 @@ impl Log {
             truncate_after: None,
             ..plan.under_way.clone()
         };
+        // The positions past it go back with the records they named:
+        // their seqs will be used again.
         let done = writer
             .cut_to(&keep_path, plan.cut, &plan.removed)
+            .and_then(|()| self.take_back_positions(plan.last_seq))
             .and_then(|()| write_state(vfs, dir, &finished).map_err(StateWrite::into_io));
         Ok(self.finish(done))
     }

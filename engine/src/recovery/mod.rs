@@ -30,7 +30,8 @@ use durlog_vfs::{OpenMode, Vfs, VfsFile};
 
 use crate::error::Error;
 use crate::format::{
-    BatchError, BatchView, HEADER_SIZE, Header, LogState, RecordError, inspect_batch, parse_record,
+    BatchError, BatchView, HEADER_SIZE, Header, LogState, RecordError, Tables, inspect_batch,
+    parse_record,
 };
 use crate::index::{Index, Location};
 use crate::segment::{SegmentMeta, Window};
@@ -48,7 +49,7 @@ use reread::{Read, read_until_two_agree};
 // `crate::recovery::X` as well.
 pub(crate) use decide::{GROUP_BYTES_MAX, Rule};
 pub(crate) use report::{RecoveryReport, Refusal, Tail};
-pub(crate) use state::{StateWrite, write_state};
+pub(crate) use state::{StateWrite, replace_file, write_state};
 
 /// One valid record, as a scan visits it.
 pub struct RecordInfo<'a> {
@@ -77,16 +78,22 @@ pub(crate) struct Scanned {
     pub state: LogState,
     /// Whether a state file, or a temporary one, is in the directory.
     pub state_files: StateFiles,
+    /// The tables of stream metadata and consumer positions.
+    pub tables: Tables,
     /// What a purge or a truncation under way left for Open to remove.
     pub leftovers: Leftovers,
 }
 
-/// The state files found in a directory.
-#[derive(Clone, Copy, Debug, Default)]
+/// The bookkeeping files found in a directory.
+#[derive(Clone, Debug, Default)]
 pub(crate) struct StateFiles {
     pub state: bool,
-    /// A new state file that a crash left before its rename.
-    pub temp: bool,
+    /// The tables of stream metadata and of consumer positions.
+    pub streams: bool,
+    pub consumers: bool,
+    /// New bookkeeping files a crash left before their rename: the old
+    /// ones (or none) still rule, and Open removes these.
+    pub temps: Vec<PathBuf>,
 }
 
 /// Files and bytes that a purge or a truncation under way had still to
@@ -138,6 +145,7 @@ pub(crate) fn scan(
         ignored,
     } = segment_names(vfs, dir)?;
     let state = state::read_state(vfs, dir, state_files.state)?;
+    let tables = state::read_tables(vfs, dir, &state_files)?;
     let sorted = state::Sorted::new(names, &state);
     let mut scanner = Scanner {
         index: state::seeded_index(&state),
@@ -180,6 +188,7 @@ pub(crate) fn scan(
         next_segment,
         state,
         state_files,
+        tables,
         leftovers: Leftovers {
             purged: sorted.purged,
             truncated: sorted.truncated,
