@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use common::{Backend, clock, event};
-use durlog::vfs::SimVfs;
+use durlog::vfs::{CrashScript, SimVfs};
 use durlog::{Deletion, Error, Expected, Filter, Log, Options, StreamMetadata};
 
 fn events(data: &[&str]) -> Vec<durlog::Event> {
@@ -309,6 +309,8 @@ fn deleted_streams_read_as_empty_and_hard_ones_take_nothing_more() {
             log.delete_stream("hard", Deletion::Soft),
             Err(Error::StreamDeleted { .. })
         ));
+        log.delete_stream("hard", Deletion::Hard)
+            .expect("a second hard deletion is a no-op");
         assert!(matches!(
             log.append("soft", Expected::NoStream, &events(&["x"])),
             Err(Error::VersionConflict { actual: 2, .. })
@@ -414,5 +416,53 @@ fn damaged_tables_are_refused_naming_the_file() {
             backend.write_file(name, &good);
         }
         assert!(backend.open(clock(0)).is_ok());
+    }
+}
+
+/// A change whose call failed may be in memory and not on disk (its file
+/// renamed into place, the directory's sync failed): the same change made
+/// again must write it, for its `Ok` to mean durable. Each counted
+/// operation of a recording and of a hard deletion fails in turn, the
+/// change is made again, and power fails keeping only what was synced.
+#[test]
+fn a_change_made_again_after_it_failed_is_durable() {
+    type Again = (&'static str, &'static dyn Fn(&Log) -> Result<(), Error>);
+    let changes: [Again; 2] = [
+        ("position", &|log| log.record_consumer_position("c", 3)),
+        ("hard deletion", &|log| log.delete_stream("s", Deletion::Hard)),
+    ];
+    for (what, change) in changes {
+        let mut failed = 0;
+        for fail_at in 1..12 {
+            let vfs = SimVfs::new(fail_at);
+            let open = || Log::open_with_vfs(vfs.clone(), "/log", clock(0));
+            let log = open().unwrap();
+            log.append("s", Expected::Any, &events(&["a", "b", "c"]))
+                .unwrap();
+            log.record_consumer_position("c", 1).unwrap();
+            let fail_at_op = vfs.op_count() + fail_at;
+            vfs.set_crash_script(Some(CrashScript {
+                fail_at_op: Some(fail_at_op),
+                ..Default::default()
+            }));
+            if change(&log).is_err() {
+                failed += 1;
+            }
+            if vfs.op_count() < fail_at_op {
+                break; // past the change's last operation
+            }
+            change(&log).unwrap_or_else(|error| panic!("{what}, failing op {fail_at}: {error}"));
+            drop(log);
+            // No scripted power loss left: exactly what was synced stays.
+            vfs.set_crash_script(Some(CrashScript::default()));
+            vfs.crash();
+            let log = open().unwrap();
+            let kept = match what {
+                "position" => log.consumer_position("c") == Some(3),
+                _ => log.stream_deletion("s") == Some(Deletion::Hard),
+            };
+            assert!(kept, "{what}, failing op {fail_at}: Ok, then lost");
+        }
+        assert!(failed >= 2, "{what}: only {failed} operations failed");
     }
 }

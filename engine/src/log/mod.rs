@@ -108,7 +108,7 @@ pub struct Log {
     writer: Option<Arc<WriterSide>>,
     /// Lock rank 1: the writer of the tables' files (stream metadata and
     /// consumer positions), held across a file's replacement.
-    tables_file: Mutex<()>,
+    tables_file: Mutex<streams::TablesFile>,
     /// A leaf lock: read handles of segments.
     handles: Mutex<Handles>,
     /// A leaf lock: payload buffers of published appends, for the next

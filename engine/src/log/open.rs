@@ -253,7 +253,7 @@ fn assemble(
             },
         )),
         writer,
-        tables_file: Mutex::new(Rank::Tables, ()),
+        tables_file: Mutex::new(Rank::Tables, Default::default()),
         handles: Mutex::new(Rank::Leaf, Handles::default()),
         spare_payloads: Mutex::new(Rank::Leaf, Vec::new()),
         lock: None,

@@ -120,7 +120,8 @@ impl Published {
 impl Log {
     /// Sets `stream`'s metadata (replacing what it had), durably before it
     /// returns; reads honour it at once. A stream need not exist yet. A
-    /// hard-deleted stream's metadata is refused (`StreamDeleted`).
+    /// hard-deleted stream's metadata is final: a change is refused
+    /// (`StreamDeleted`), setting what it has is not.
     pub fn set_stream_metadata(&self, stream: &str, metadata: StreamMetadata) -> Result<(), Error> {
         check_name(stream)?;
         self.change_streams(stream, |entry, _version| {
@@ -135,6 +136,18 @@ impl Log {
         entry
             .map(|entry| entry.metadata.clone())
             .unwrap_or_default()
+    }
+
+    /// How `stream` is deleted, if it reads as deleted now: `Hard` for
+    /// good, `Soft` until its next append.
+    pub fn stream_deletion(&self, stream: &str) -> Option<Deletion> {
+        let shared = lock(&self.shared);
+        let state = &shared.state;
+        match state.tables.streams.get(stream)?.deleted? {
+            Deleted::Hard => Some(Deletion::Hard),
+            Deleted::Soft { .. } if state.is_deleted(stream) => Some(Deletion::Soft),
+            Deleted::Soft { .. } => None,
+        }
     }
 
     /// Deletes `stream` (see [`Deletion`]), durably before it returns. A
@@ -164,14 +177,18 @@ impl Log {
         let mut streams = {
             let shared = lock(&self.shared);
             let state = &shared.state;
-            if state.is_hard_deleted(stream) {
+            let mut streams = state.tables.streams.clone();
+            let entry = streams.entry(stream.to_owned()).or_default();
+            let before = entry.clone();
+            change(entry, state.index.version(stream));
+            // Final: deleting it hard again changes nothing and is not
+            // refused; it writes the table all the same, as every change
+            // does, so that a retry of one that failed is durable.
+            if state.is_hard_deleted(stream) && *entry != before {
                 return Err(Error::StreamDeleted {
                     stream: stream.to_owned(),
                 });
             }
-            let mut streams = state.tables.streams.clone();
-            let entry = streams.entry(stream.to_owned()).or_default();
-            change(entry, state.index.version(stream));
             if *entry == StreamEntry::default() {
                 streams.remove(stream);
             }
@@ -205,38 +222,45 @@ impl Log {
             });
         }
         self.writable()?;
-        let _file = lock(&self.tables_file);
+        let mut file = lock(&self.tables_file);
         let mut consumers = {
             let shared = lock(&self.shared);
             let consumers = &shared.state.tables.consumers;
-            if consumers.get(name).is_some_and(|&recorded| recorded >= seq) {
+            let recorded = consumers.get(name).copied();
+            // Nothing to write, unless memory may be ahead of the disk.
+            if recorded.is_some_and(|recorded| recorded >= seq) && !file.consumers_unsure {
                 return Ok(());
             }
             let mut consumers = consumers.clone();
-            consumers.insert(name.to_owned(), seq);
+            consumers.insert(name.to_owned(), recorded.map_or(seq, |recorded| recorded.max(seq)));
             consumers
         };
-        self.write_consumers(&mut consumers)
+        self.write_consumers(&mut file, &mut consumers)
     }
 
     /// A truncation's part, under the tables' lock: every position past
     /// `last_seq` taken back to it, durably.
     pub(super) fn take_back_positions(&self, last_seq: u64) -> std::io::Result<()> {
-        let _file = lock(&self.tables_file);
+        let mut file = lock(&self.tables_file);
         let mut consumers = lock(&self.shared).state.tables.consumers.clone();
         if !take_back(&mut consumers, last_seq) {
             return Ok(());
         }
-        self.write_consumers(&mut consumers)
+        self.write_consumers(&mut file, &mut consumers)
             .map_err(|error| match error {
                 Error::Io(error) => error,
                 other => std::io::Error::other(other.to_string()),
             })
     }
 
-    fn write_consumers(&self, consumers: &mut BTreeMap<String, u64>) -> Result<(), Error> {
+    fn write_consumers(
+        &self,
+        file: &mut TablesFile,
+        consumers: &mut BTreeMap<String, u64>,
+    ) -> Result<(), Error> {
         let bytes = encode_consumers(consumers);
         let written = self.replace_table(CONSUMERS_FILE_NAME, CONSUMERS_TEMP_NAME, &bytes);
+        file.consumers_unsure = written.is_err() && published_anyway(&written);
         if published_anyway(&written) {
             std::mem::swap(&mut lock(&self.shared).state.tables.consumers, consumers);
         }
@@ -247,6 +271,17 @@ impl Log {
         let (vfs, dir) = (self.settings.vfs.as_ref(), self.settings.dir.as_path());
         replace_file(vfs, dir, name, temp, bytes)
     }
+}
+
+/// What the writer of the tables knows beyond their contents (under
+/// `Log::tables_file`).
+#[derive(Debug, Default)]
+pub(super) struct TablesFile {
+    /// The last replacement of the consumers' table failed after its
+    /// rename: memory holds the new positions, the disk maybe the old.
+    /// A position recorded again must then be written, not skipped as
+    /// already recorded. (Every change to the streams' table writes.)
+    consumers_unsure: bool,
 }
 
 /// Takes every position past `last_seq` back to it; whether any moved.
