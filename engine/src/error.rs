@@ -164,6 +164,19 @@ pub enum Error {
         name: String,
     },
 
+    /// A consumer position recorded past the log's last seq: it names no
+    /// record, only one that will be written later, which the consumer
+    /// would then skip.
+    #[error("consumer {name:?} cannot record seq {seq}: the log's last seq is {last_seq}")]
+    PositionAhead {
+        /// The consumer.
+        name: String,
+        /// The seq given.
+        seq: u64,
+        /// The log's last seq.
+        last_seq: u64,
+    },
+
     /// The record for this append would exceed the u32 payload limit.
     #[error(
         "append to stream {stream:?} would make a record payload of {bytes} bytes, over the limit of 4294967295"
@@ -215,6 +228,15 @@ impl Error {
                 stream: stream.clone(),
             },
             Error::ConsumerName { name } => Error::ConsumerName { name: name.clone() },
+            Error::PositionAhead {
+                name,
+                seq,
+                last_seq,
+            } => Error::PositionAhead {
+                name: name.clone(),
+                seq: *seq,
+                last_seq: *last_seq,
+            },
             Error::EmptyBatch { stream } => Error::EmptyBatch {
                 stream: stream.clone(),
             },

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use common::{Backend, clock, event};
-use durlog::vfs::{CrashScript, SimVfs};
+use durlog::vfs::{CrashScript, SimVfs, TraceKind};
 use durlog::{Deletion, Error, Expected, Filter, Log, Options, StreamMetadata};
 
 fn events(data: &[&str]) -> Vec<durlog::Event> {
@@ -206,6 +206,14 @@ fn a_consumer_position_is_durable_resumes_and_never_goes_back() {
             log.record_consumer_position("", 1),
             Err(Error::ConsumerName { .. })
         ));
+        assert!(matches!(
+            log.record_consumer_position("mailer", 6),
+            Err(Error::PositionAhead {
+                seq: 6,
+                last_seq: 5,
+                ..
+            })
+        ));
         drop(log);
         let log = backend.open(clock(0)).unwrap();
         assert_eq!(log.consumer_position("projector"), Some(3));
@@ -218,6 +226,30 @@ fn a_consumer_position_is_durable_resumes_and_never_goes_back() {
         let log = backend.open(clock(0)).unwrap();
         assert_eq!(log.consumer_position("projector"), Some(2));
     }
+}
+
+/// Damage took the last acknowledged record, which a consumer had
+/// handled: Open takes its position back to the last seq it kept, or the
+/// consumer would skip the record written next with that seq.
+#[test]
+fn open_takes_back_positions_past_the_records_it_kept() {
+    let vfs = SimVfs::new(3);
+    let open = || Log::open_with_vfs(vfs.clone(), "/log", clock(0));
+    let log = open().unwrap();
+    for i in 0..3 {
+        log.append("s", Expected::Any, &[event("t", &[i])]).unwrap();
+    }
+    log.record_consumer_position("c", 3).unwrap();
+    drop(log);
+    let segment = std::path::Path::new("/log/00000000000000000001.log");
+    let len = vfs.file_contents(segment).unwrap().len() as u64;
+    vfs.flip_bit_at_rest(segment, len * 8 - 1).unwrap();
+    let log = open().unwrap();
+    assert_eq!(log.last_seq(), 2, "the damaged last record is cut");
+    assert_eq!(log.consumer_position("c"), Some(2));
+    log.append("s", Expected::Any, &[event("t", &[9])]).unwrap();
+    drop(log);
+    assert_eq!(open().unwrap().consumer_position("c"), Some(2), "durably");
 }
 
 #[test]
@@ -345,8 +377,9 @@ fn every_change_survives_a_power_loss_at_any_of_its_operations() {
         let dir = "/log";
         let open = || Log::open_with_vfs(vfs.clone(), dir, clock(0));
         let log = open().unwrap();
-        log.append("s", Expected::Any, &events(&["a", "b", "c"]))
-            .unwrap();
+        for data in ["a", "b", "c"] {
+            log.append("s", Expected::Any, &events(&[data])).unwrap();
+        }
         let mut metadata = StreamMetadata::default();
         metadata.max_count = Some(2);
         log.set_stream_metadata("s", metadata.clone()).unwrap();
@@ -429,7 +462,9 @@ fn a_change_made_again_after_it_failed_is_durable() {
     type Again = (&'static str, &'static dyn Fn(&Log) -> Result<(), Error>);
     let changes: [Again; 2] = [
         ("position", &|log| log.record_consumer_position("c", 3)),
-        ("hard deletion", &|log| log.delete_stream("s", Deletion::Hard)),
+        ("hard deletion", &|log| {
+            log.delete_stream("s", Deletion::Hard)
+        }),
     ];
     for (what, change) in changes {
         let mut failed = 0;
@@ -437,8 +472,9 @@ fn a_change_made_again_after_it_failed_is_durable() {
             let vfs = SimVfs::new(fail_at);
             let open = || Log::open_with_vfs(vfs.clone(), "/log", clock(0));
             let log = open().unwrap();
-            log.append("s", Expected::Any, &events(&["a", "b", "c"]))
-                .unwrap();
+            for data in ["a", "b", "c"] {
+                log.append("s", Expected::Any, &events(&[data])).unwrap();
+            }
             log.record_consumer_position("c", 1).unwrap();
             let fail_at_op = vfs.op_count() + fail_at;
             vfs.set_crash_script(Some(CrashScript {
@@ -465,4 +501,51 @@ fn a_change_made_again_after_it_failed_is_durable() {
         }
         assert!(failed >= 2, "{what}: only {failed} operations failed");
     }
+}
+
+/// A recording that failed after its rename leaves the disk unsure; one
+/// that fails before its rename (of another consumer) changes nothing of
+/// that: the first recorded again is still written, and kept.
+#[test]
+fn a_failure_before_a_rename_leaves_an_earlier_doubt() {
+    let mut cases = 0;
+    for after in 1..8 {
+        let vfs = SimVfs::new(after);
+        let open = || Log::open_with_vfs(vfs.clone(), "/log", clock(0));
+        let log = open().unwrap();
+        for data in ["a", "b", "c"] {
+            log.append("s", Expected::Any, &events(&[data])).unwrap();
+        }
+        let fail = |ops: u64| {
+            vfs.set_crash_script(Some(CrashScript {
+                fail_at_op: Some(vfs.op_count() + ops),
+                ..Default::default()
+            }));
+        };
+        fail(after);
+        let first = log.record_consumer_position("c", 3);
+        if first.is_ok() || log.consumer_position("c") != Some(3) {
+            continue; // not a failure after the rename
+        }
+        // The same steps replace the table each time: fail the write.
+        let ops = vfs.crash_script().unwrap().ops;
+        let write = ops
+            .iter()
+            .position(|kind| *kind == TraceKind::Write)
+            .unwrap();
+        fail(write as u64 + 1);
+        assert!(log.record_consumer_position("d", 2).is_err());
+        assert_eq!(log.consumer_position("d"), None, "failed before its rename");
+        vfs.set_crash_script(Some(CrashScript::default()));
+        log.record_consumer_position("c", 3).unwrap();
+        drop(log);
+        vfs.crash();
+        assert_eq!(
+            open().unwrap().consumer_position("c"),
+            Some(3),
+            "after op {after}"
+        );
+        cases += 1;
+    }
+    assert!(cases >= 1, "no recording failed after its rename");
 }

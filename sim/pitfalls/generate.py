@@ -18,7 +18,7 @@ P=[
 ("05-stale-writer-accepted","SPEC 7.5: checking only expected > current",[
  ("engine/src/error.rs","            Expected::Exact(version) => current == version,","            Expected::Exact(version) => version <= current,")]),
 ("06-read-skips-first-event","SPEC 7.6: off-by-one read (the first event asked for is skipped)",[
- ("engine/src/log/read.rs","filter(|event| event.version >= from)","filter(|event| event.version > from)")]),
+ ("engine/src/log/read.rs","                    event.version >= from && shown","                    event.version > from && shown")]),
 ("07-roll-after-limit","SPEC 7.7: rolling only after the limit is passed",[
  ("engine/src/log/group.rs","            && (segment_used == 0 || segment_used + record_len <= settings.segment_bytes);","            && (segment_used == 0 || segment_used <= settings.segment_bytes);")]),
 ("08-time-in-seconds","SPEC 7.8: storing time in seconds",[
@@ -54,7 +54,7 @@ P=[
 ("harmless/21-no-dir-sync-after-purge","Retention (the issue's plant): no directory sync after a purge's removals; harmless here, since recovery removes what the state file disowns",[
  ("engine/src/log/retention.rs","            .try_for_each(|path| vfs.remove_file(path))\n            .and_then(|()| vfs.sync_dir(dir));\n        Ok(self.finish(removed))","            .try_for_each(|path| vfs.remove_file(path));\n        let _ = dir;\n        Ok(self.finish(removed))")]),
 ("22-state-rename-not-synced","Retention: the state file renamed into place without a directory sync, so a purge or a truncation is acknowledged before it is durable",[
- ("engine/src/recovery/state.rs","    vfs.rename(&temp, &dir.join(STATE_FILE_NAME))\n        .and_then(|()| vfs.sync_dir(dir))\n","    vfs.rename(&temp, &dir.join(STATE_FILE_NAME))\n")]),
+ ("engine/src/recovery/state.rs","    vfs.rename(&temp, &dir.join(name))\n        .and_then(|()| vfs.sync_dir(dir))\n","    vfs.rename(&temp, &dir.join(name))\n")]),
 ("23-purged-version-rewound","Retention: recovery forgets the versions of purged events, so a purged stream starts again at version 1",[
  ("engine/src/recovery/state.rs","    for (stream, version) in &state.purged_versions {\n        index.seed(stream, *version);\n    }\n","    let _ = state;\n")]),
 ("24-truncation-marker-cleared-first","Truncation: the state file stops naming the truncation before its removals and its cut are durable",[
@@ -63,6 +63,18 @@ P=[
  ("engine/src/recovery/decide.rs","            && record.seq > expected\n","            && record.seq != expected\n")]),
 ("recovery/02-header-across-pages-ignored","Recovery: a damaged record's header across a page boundary never counts as the torn write's own, so a record misdirected inside it looks torn",[
  ("engine/src/recovery/decide.rs","            let whole = kept(first) && kept(second);","            let whole = false && kept(first) && kept(second);")]),
+("25-retry-matches-any-events","Event store: an idempotent retry taken as landed whatever events stand at its versions",[
+ ("engine/src/log/idempotent.rs","    stored.len() == events.len()\n        && stored.iter()","    stored.len() == events.len()\n        || stored.iter()")]),
+("26-truncation-keeps-positions","Event store: a truncation leaves consumer positions past its last seq, so a consumer skips the records written next with those seqs",[
+ ("engine/src/log/retention.rs","            .and_then(|()| self.take_back_positions(plan.last_seq))\n","")]),
+("27-max-count-off-by-one","Event store: a stream's max count shows one event fewer than it says",[
+ ("engine/src/log/streams.rs",".map_or(1, |count| version.saturating_sub(count).saturating_add(1));",".map_or(1, |count| version.saturating_sub(count).saturating_add(2));")]),
+("28-hard-deleted-takes-appends","Event store: a hard-deleted stream still takes appends",[
+ ("engine/src/log/group.rs","    if state.is_hard_deleted(pending.stream()) {\n        return Err(Error::StreamDeleted {","    if false && state.is_hard_deleted(pending.stream()) {\n        return Err(Error::StreamDeleted {")]),
+("29-open-keeps-positions-past-the-end","Event store: Open keeps consumer positions past the last seq it recovered (records the disk lost), so a consumer skips the records written next with those seqs",[
+ ("engine/src/log/open.rs","        .map_or(report.last_seq, |last| last.min(report.last_seq));","        .map_or(u64::MAX, |last| last.min(report.last_seq));")]),
+("30-position-again-not-written","Event store: a position recorded again after a recording that failed past its rename is taken as recorded, and not written",[
+ ("engine/src/log/streams.rs","if recorded.is_some_and(|recorded| recorded >= seq) && !file.consumers_unsure {","if recorded.is_some_and(|recorded| recorded >= seq) {")]),
 ("threads/01-leader-wakes-no-successor","Threads: a leader publishes its group without waking the next leader (a lost wake-up)",[
  ("engine/src/log/group.rs","        {\n            threads.push(next.clone());\n        }","        {\n            let _ = next;\n        }")]),
 ("threads/02-roll-publishes-before-the-dir-sync","Threads: a roll's directory sync done after the group is published (the woken appenders return first)",[

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use durlog_vfs::{SimVfs, Vfs};
 
-use crate::model::{Model, ModelEvent};
+use crate::model::{Deleted, Model, ModelEvent, Tables};
 
 /// CRC-32C's table for the reflected polynomial 0x82F63B78.
 const CRC_TABLE: [u32; 256] = {
@@ -129,6 +129,61 @@ const NEXT_SEGMENT_NAME: &str = "next-segment.zeros";
 const LOCK_FILE_NAME: &str = "durlog.lock";
 const STATE_FILE_NAME: &str = "durlog.state";
 const STATE_TEMP_NAME: &str = "durlog.state.new";
+const STREAMS_FILE_NAME: &str = "durlog.streams";
+const CONSUMERS_FILE_NAME: &str = "durlog.consumers";
+const TABLE_TEMP_NAMES: [&str; 2] = ["durlog.streams.new", "durlog.consumers.new"];
+
+/// The table of stream metadata FORMAT.md gives for `tables`, if it has
+/// an entry (a log that never had one has no file).
+pub fn streams_file(tables: &Tables) -> Vec<u8> {
+    table(b"DURLOGSM", tables.entries.iter(), |out, entry| {
+        let numbers = [
+            entry.max_count,
+            entry.max_age,
+            entry.truncate_before,
+            match entry.deleted {
+                Some(Deleted::Soft(at)) => Some(at),
+                _ => None,
+            },
+        ];
+        let flags = numbers
+            .iter()
+            .enumerate()
+            .map(|(bit, number)| u8::from(number.is_some()) << bit)
+            .sum::<u8>()
+            | u8::from(entry.deleted == Some(Deleted::Hard)) << 4;
+        out.put(&[flags]);
+        for number in numbers {
+            out.put(&number.unwrap_or(0).to_le_bytes());
+        }
+    })
+}
+
+/// The table of consumer positions FORMAT.md gives for `tables`.
+pub fn consumers_file(tables: &Tables) -> Vec<u8> {
+    table(b"DURLOGCP", tables.consumers.iter(), |out, seq| {
+        out.put(&seq.to_le_bytes())
+    })
+}
+
+fn table<'a, V: 'a>(
+    magic: &[u8; 8],
+    entries: impl ExactSizeIterator<Item = (&'a String, &'a V)>,
+    value: impl Fn(&mut Vec<u8>, &V),
+) -> Vec<u8> {
+    let mut body = Vec::new();
+    body.put(&(entries.len() as u32).to_le_bytes());
+    for (name, entry) in entries {
+        body.put(&(name.len() as u16).to_le_bytes());
+        body.put(name.as_bytes());
+        value(&mut body, entry);
+    }
+    let mut out = magic.to_vec();
+    out.put(&1u32.to_le_bytes());
+    out.put(&crc32c(&[&body]).to_le_bytes());
+    out.put(&body);
+    out
+}
 
 /// The state file FORMAT.md gives for a log whose first kept record is
 /// `first_seq`, with no truncation under way, whose streams stood at
@@ -150,7 +205,46 @@ pub fn state_file(first_seq: u64, purged: &std::collections::BTreeMap<String, u6
     out
 }
 
-/// Checks the directory against the model, as the module doc says. The
+/// The tables files hold one of `candidates` (the model's tables, and
+/// while changes that failed are in doubt, the tables without them) as
+/// FORMAT.md encodes them; each file's name is taken from `names`.
+fn check_tables(
+    vfs: &SimVfs,
+    dir: &Path,
+    names: &mut Vec<String>,
+    candidates: &[Tables],
+) -> Result<(), String> {
+    type Encode = fn(&Tables) -> Vec<u8>;
+    type Empty = fn(&Tables) -> bool;
+    let files: [(&str, Encode, Empty); 2] = [
+        (STREAMS_FILE_NAME, streams_file, |t| t.entries.is_empty()),
+        (CONSUMERS_FILE_NAME, consumers_file, |t| {
+            t.consumers.is_empty()
+        }),
+    ];
+    for (name, encode, empty) in files {
+        match names.iter().position(|found| found == name) {
+            Some(at) => {
+                names.remove(at);
+                let bytes = contents(vfs, dir, name)?;
+                if !candidates.iter().any(|tables| encode(tables) == bytes) {
+                    let hex: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
+                    return Err(format!(
+                        "{name} holds {hex}, not one of {candidates:?} as FORMAT.md encodes it"
+                    ));
+                }
+            }
+            None if !candidates.iter().any(empty) => {
+                return Err(format!("no {name}, but the model has {candidates:?}"));
+            }
+            None => {}
+        }
+    }
+    Ok(())
+}
+
+/// Checks the directory against the model (its tables one of `tables`),
+/// as the module doc says. The
 /// last segment may carry a zero tail (preallocation) up to the segment
 /// limit, and a prepared next segment holds zeros up to that limit; all
 /// files together never pass the quota.
@@ -158,6 +252,7 @@ pub fn check_layout(
     vfs: &SimVfs,
     dir: &Path,
     model: &Model,
+    tables: &[Tables],
     segment_bytes: u64,
     max_bytes: u64,
 ) -> Result<(), String> {
@@ -174,7 +269,8 @@ pub fn check_layout(
             return Err(format!("the lock file {name} holds bytes"));
         }
     }
-    names.retain(|name| name != STATE_TEMP_NAME);
+    names.retain(|name| name != STATE_TEMP_NAME && !TABLE_TEMP_NAMES.contains(&name.as_str()));
+    check_tables(vfs, dir, &mut names, tables)?;
     match names.iter().position(|name| name == STATE_FILE_NAME) {
         Some(at) => {
             let name = names.remove(at);
@@ -227,6 +323,27 @@ pub fn check_layout(
         ));
     }
     Ok(())
+}
+
+/// Whether `dir`'s table of streams (or of `consumers`) holds `tables` as
+/// FORMAT.md encodes it; no file holds none.
+pub fn holds_table(vfs: &SimVfs, dir: &Path, tables: &Tables, consumers: bool) -> bool {
+    let (name, want, empty) = match consumers {
+        true => (
+            CONSUMERS_FILE_NAME,
+            consumers_file(tables),
+            tables.consumers.is_empty(),
+        ),
+        false => (
+            STREAMS_FILE_NAME,
+            streams_file(tables),
+            tables.entries.is_empty(),
+        ),
+    };
+    match vfs.file_contents(&dir.join(name)) {
+        Some(found) => found == want,
+        None => empty,
+    }
 }
 
 fn contents(vfs: &SimVfs, dir: &Path, name: &str) -> Result<Vec<u8>, String> {

@@ -6,13 +6,12 @@
 //! `SimVfs`'s RNG seeded with a sub-seed drawn here. The actions are a plain
 //! list, so a failing run can be shrunk by running a subsequence of them.
 
-use std::fmt;
-
+mod display;
 mod parts;
 
 use durlog_vfs::{FaultConfig, FaultKind};
 pub use parts::Parts;
-use rand::{Rng, RngExt};
+use rand::{Rng, RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 /// The most actions a default run takes.
@@ -63,6 +62,40 @@ pub enum Action {
     /// `truncate_after` the seq `back` records before the last (past the
     /// first seq kept, a refusal), maybe with a power loss during it.
     Truncate { back: u32, crash: CrashSpec },
+    /// `set_stream_metadata` of a stream, maybe with a power loss during it.
+    SetMetadata {
+        stream: u32,
+        max_count: Option<u64>,
+        /// Versions below this many before the stream's end hidden.
+        truncate_back: Option<u64>,
+        /// A maximum age of this many ticks of the run's clock.
+        max_age_ticks: Option<u64>,
+        crash: CrashSpec,
+    },
+    /// `delete_stream`, soft or hard, maybe with a power loss during it.
+    Delete {
+        stream: u32,
+        hard: bool,
+        crash: CrashSpec,
+    },
+    /// A consumer records the seq `back` records before the last as
+    /// handled, maybe with a power loss during it; then resumes from its
+    /// recorded position.
+    RecordPosition {
+        consumer: u32,
+        back: u32,
+        crash: CrashSpec,
+    },
+    /// The appends left in doubt by the last power loss, retried with
+    /// `append_idempotent` at the version their clients expected; if none
+    /// are, the last acknowledged append sent again (a client that lost
+    /// its acknowledgement), or, `altered`, with other data at the same
+    /// versions (a second writer that lost the race and takes its own
+    /// version conflict for a lost acknowledgement).
+    Retry { altered: bool },
+    /// A subscriber to the events of one type, from `back` records before
+    /// the end.
+    SubscribeType { back: u32, event_type: u8 },
 }
 
 /// Whether and where an operation is interrupted by a power loss.
@@ -141,6 +174,9 @@ pub struct Plan {
     pub retention: Option<durlog::Retention>,
     /// Canary runs corrupt the model before this step.
     pub canary_step: Option<usize>,
+    /// The clients of appends left in doubt retry them idempotently as
+    /// soon as the log is reopened (with the event-store actions).
+    pub retry_after_reopen: bool,
 }
 
 /// Picks an index with probability proportional to its weight.
@@ -194,6 +230,7 @@ impl Plan {
         let (steps, mut actions) =
             draw_actions(&mut rng, options, &drawn, streams, clients, segment_bytes);
         let retention = insert_changes(parts, &mut actions, segment_bytes);
+        let retry_after_reopen = insert_event_store(parts, &mut actions);
         let canary_step = parts.canary(steps).filter(|_| options.canary);
         Plan {
             seed,
@@ -208,6 +245,7 @@ impl Plan {
             actions,
             retention,
             canary_step,
+            retry_after_reopen,
         }
     }
 }
@@ -254,6 +292,59 @@ fn insert_changes(
                 .then(|| std::time::Duration::from_nanos(rng.random_range(20..200) * 1_000_003));
         })
     })
+}
+
+/// How many consumers a plan names (`c0`, `c1`, ...).
+pub const CONSUMERS: u32 = 3;
+
+/// Stream metadata, deletions, consumer positions, idempotent retries and
+/// subscriptions by event type among the actions of 1 seed in 2 (SPEC
+/// section 14); drawn from a sub-seed of their own, so that the other
+/// actions of a seed stay what they were before. Whether it did.
+fn insert_event_store(parts: Parts, actions: &mut Vec<Action>) -> bool {
+    let mut rng = ChaCha8Rng::seed_from_u64(parts.named("event-store"));
+    if !rng.random_bool(0.5) {
+        return false;
+    }
+    let count = actions.len() / rng.random_range(8..30);
+    for _ in 0..count {
+        let crash = if rng.random_bool(0.3) {
+            CrashSpec::AfterOps(rng.random_range(1..=5))
+        } else {
+            CrashSpec::None
+        };
+        let stream = rng.random_range(0..4);
+        let small = |rng: &mut ChaCha8Rng| rng.random_bool(0.5).then(|| rng.random_range(1..6));
+        let action = match weighted(&mut rng, &[3, 1, 4, 3, 1]) {
+            0 => Action::SetMetadata {
+                stream,
+                max_count: small(&mut rng),
+                truncate_back: small(&mut rng),
+                max_age_ticks: rng.random_bool(0.3).then(|| rng.random_range(5..60)),
+                crash,
+            },
+            1 => Action::Delete {
+                stream,
+                hard: rng.random_bool(0.3),
+                crash,
+            },
+            2 => Action::RecordPosition {
+                consumer: rng.random_range(0..CONSUMERS),
+                back: [0, 1, 5, 30][weighted(&mut rng, &[3, 2, 2, 1])],
+                crash,
+            },
+            3 => Action::Retry {
+                altered: rng.random_bool(0.5),
+            },
+            _ => Action::SubscribeType {
+                back: [0, 3, 20, u32::MAX][weighted(&mut rng, &[1, 1, 1, 1])],
+                event_type: rng.random_range(0..3),
+            },
+        };
+        let at = rng.random_range(0..=actions.len());
+        actions.insert(at, action);
+    }
+    true
 }
 
 /// The engine's tuning, and `Plan::prepare_every`.
@@ -468,84 +559,5 @@ impl ActionDraw<'_> {
         } else {
             CrashSpec::None
         }
-    }
-}
-
-impl fmt::Display for Action {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Action::Submit {
-                client,
-                stream,
-                expected,
-                events,
-            } => {
-                write!(
-                    f,
-                    "submit client {client} stream s{stream} expected {expected:?} events ["
-                )?;
-                for (i, event) in events.iter().enumerate() {
-                    let sep = if i == 0 { "" } else { ", " };
-                    write!(f, "{sep}{}:{}B", event.type_name(), event.len)?;
-                }
-                f.write_str("]")
-            }
-            Action::Commit { crash } => write!(f, "commit group{}", crash_suffix(*crash)),
-            Action::Read {
-                stream,
-                from,
-                limit,
-            } => write!(f, "read s{stream} from {from} limit {limit}"),
-            Action::Crash { recovery, bit_flip } => {
-                write!(
-                    f,
-                    "power loss{}{}",
-                    if *bit_flip {
-                        ", flip a bit at rest"
-                    } else {
-                        ""
-                    },
-                    recovery_suffix(*recovery)
-                )
-            }
-            Action::Subscribe { back, stream } => match stream {
-                Some(stream) => write!(f, "subscribe {back} back to streams s{stream}*"),
-                None => write!(f, "subscribe {back} back"),
-            },
-            Action::Poll { subscriber, max } => {
-                write!(f, "poll subscriber {subscriber} for up to {max}")
-            }
-            Action::Purge {
-                keep_percent,
-                crash,
-            } => write!(
-                f,
-                "purge keeping about {keep_percent}% of the records{}",
-                crash_suffix(*crash)
-            ),
-            Action::Truncate { back, crash } => {
-                write!(f, "truncate {back} records back{}", crash_suffix(*crash))
-            }
-            Action::Reopen { quota, recovery } => write!(
-                f,
-                "restart process, quota {quota:?}{}",
-                recovery_suffix(*recovery)
-            ),
-        }
-    }
-}
-
-fn crash_suffix(crash: CrashSpec) -> String {
-    match crash {
-        CrashSpec::None => String::new(),
-        CrashSpec::AfterOps(n) => format!(", power loss during disk op {n}"),
-        CrashSpec::Failpoint => ", power loss at the failpoint after write".into(),
-    }
-}
-
-fn recovery_suffix(crash: CrashSpec) -> String {
-    match crash {
-        CrashSpec::AfterOps(n) => format!(", then power loss during recovery op {n}"),
-        _ => String::new(),
     }
 }

@@ -27,16 +27,20 @@ pub enum CrashPoint {
     Purge,
     /// During a disk operation of `Log::truncate_after`.
     Truncate,
+    /// During a disk operation of a change to the tables (metadata, a
+    /// deletion, a consumer position).
+    Tables,
 }
 
 impl CrashPoint {
-    pub const ALL: [CrashPoint; 6] = [
+    pub const ALL: [CrashPoint; 7] = [
         CrashPoint::Idle,
         CrashPoint::Commit,
         CrashPoint::Failpoint,
         CrashPoint::Recovery,
         CrashPoint::Purge,
         CrashPoint::Truncate,
+        CrashPoint::Tables,
     ];
 
     pub fn name(self) -> &'static str {
@@ -47,6 +51,7 @@ impl CrashPoint {
             CrashPoint::Recovery => "recovery",
             CrashPoint::Purge => "purge",
             CrashPoint::Truncate => "truncate",
+            CrashPoint::Tables => "tables",
         }
     }
 }
@@ -212,6 +217,17 @@ pub struct Counters {
     /// refused (below the first seq kept).
     pub truncations: u64,
     pub truncations_refused: u64,
+    /// Changes to the tables that returned `Ok` having changed them.
+    pub metadata_changes: u64,
+    pub deletions: u64,
+    pub positions_recorded: u64,
+    /// Consumers resumed from their durable position, each checked.
+    pub resumptions: u64,
+    /// Idempotent retries: of an append that had landed (nothing
+    /// written), of one that had not (written now), refused.
+    pub retries_landed: u64,
+    pub retries_written: u64,
+    pub retries_refused: u64,
 }
 
 impl Counters {
@@ -232,6 +248,24 @@ impl Counters {
         self.retention_purges += other.retention_purges;
         self.truncations += other.truncations;
         self.truncations_refused += other.truncations_refused;
+        self.metadata_changes += other.metadata_changes;
+        self.deletions += other.deletions;
+        self.positions_recorded += other.positions_recorded;
+        self.resumptions += other.resumptions;
+        self.retries_landed += other.retries_landed;
+        self.retries_written += other.retries_written;
+        self.retries_refused += other.retries_refused;
+    }
+
+    /// Counts an idempotent retry's outcome, once the oracle has accepted it.
+    pub(crate) fn count_retry(&mut self, retried: crate::run::Retried) {
+        use crate::run::Retried;
+        match retried {
+            Retried::Landed => self.retries_landed += 1,
+            Retried::Written => self.retries_written += 1,
+            Retried::Refused => self.retries_refused += 1,
+            Retried::Failed => self.io_failures += 1,
+        }
     }
 
     /// Counts an append's outcome, once the oracle has accepted it.
@@ -398,6 +432,16 @@ impl Tally {
             c.retention_purges,
             c.truncations,
             c.truncations_refused
+        )?;
+        writeln!(
+            f,
+            "tables      {} metadata changes, {} deletions, {} consumer positions recorded, {} consumers resumed",
+            c.metadata_changes, c.deletions, c.positions_recorded, c.resumptions
+        )?;
+        writeln!(
+            f,
+            "retries     {} landed before (nothing written), {} written now, {} refused",
+            c.retries_landed, c.retries_written, c.retries_refused
         )
     }
 

@@ -365,20 +365,8 @@ pub(crate) fn form_group(
                 Member::last_version,
             );
         let record_len = pending.record_len();
-        let refusal = if state.is_hard_deleted(pending.stream()) {
-            Err(Error::StreamDeleted {
-                stream: pending.stream().to_owned(),
-            })
-        } else if !pending.expected.matches(current) {
-            Err(Error::VersionConflict {
-                stream: pending.stream().to_owned(),
-                expected: pending.expected,
-                actual: current,
-            })
-        } else {
-            settings.quota.check(state.size + group.bytes + record_len)
-        };
-        if let Err(error) = refusal {
+        let size = state.size + group.bytes + record_len;
+        if let Err(error) = refusal(pending, current, size, state, settings) {
             if !group.members.is_empty() {
                 durlog_vfs::mark!(
                     "group: an append refused against an earlier member of its group"
@@ -414,6 +402,31 @@ pub(crate) fn form_group(
         });
     }
     group
+}
+
+/// Why `pending` may not join a group, if it may not: its stream deleted
+/// for good, its expected version not `current`, or the log's `size` with
+/// it over the quota (checked in that order, as SPEC section 4 says).
+fn refusal(
+    pending: &Pending,
+    current: u64,
+    size: u64,
+    state: &Published,
+    settings: &Settings,
+) -> Result<(), Error> {
+    if state.is_hard_deleted(pending.stream()) {
+        return Err(Error::StreamDeleted {
+            stream: pending.stream().to_owned(),
+        });
+    }
+    if !pending.expected.matches(current) {
+        return Err(Error::VersionConflict {
+            stream: pending.stream().to_owned(),
+            expected: pending.expected,
+            actual: current,
+        });
+    }
+    settings.quota.check(size)
 }
 
 /// Publishes a group's outcome: on success the index, versions and size

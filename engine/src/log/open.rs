@@ -114,8 +114,9 @@ fn take_lock(settings: &Settings) -> Result<Option<Box<dyn FileLock>>, Error> {
 /// torn or zero tail cut, the active segment synced (a killed predecessor
 /// may have left records, or this cut, only in the page cache), a leftover
 /// prepared segment removed, what a purge or a truncation under way had
-/// still to remove removed, and the directory synced; then a truncation's
-/// end recorded in the state file. Returns the report with what was cut,
+/// still to remove removed, and the directory synced; then consumer
+/// positions past the end taken back, and a truncation's end recorded in
+/// the state file. Returns the report with what was cut,
 /// and the active segment's handle.
 fn make_durable(
     vfs: &dyn Vfs,
@@ -162,15 +163,21 @@ fn make_durable(
         vfs.remove_file(path)?;
     }
     vfs.sync_dir(dir)?;
-    if let Some(last_seq) = scanned.state.truncate_after {
-        // The positions past it go back with its records, as the
-        // truncation would have done.
-        let consumers = &mut scanned.tables.consumers;
-        if take_back(consumers, last_seq) {
-            let bytes = encode_consumers(consumers);
-            replace_file(vfs, dir, CONSUMERS_FILE_NAME, CONSUMERS_TEMP_NAME, &bytes)
-                .map_err(|error| Error::Io(error.into_io()))?;
-        }
+    // Positions past the log's end name seqs that will be used again: a
+    // truncation's (finished here, as it would have done) or records the
+    // disk lost (acknowledged ones too, when damage took them). They go
+    // back with the records, or a consumer would skip the new ones.
+    let last_seq = scanned
+        .state
+        .truncate_after
+        .map_or(report.last_seq, |last| last.min(report.last_seq));
+    let consumers = &mut scanned.tables.consumers;
+    if take_back(consumers, last_seq) {
+        let bytes = encode_consumers(consumers);
+        replace_file(vfs, dir, CONSUMERS_FILE_NAME, CONSUMERS_TEMP_NAME, &bytes)
+            .map_err(|error| Error::Io(error.into_io()))?;
+    }
+    if scanned.state.truncate_after.is_some() {
         // Only now that the removals and the cut are durable may the state
         // file stop naming the truncation.
         let finished = LogState {

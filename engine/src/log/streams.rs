@@ -212,9 +212,11 @@ impl Log {
     /// Records that consumer `name` has handled every record up to `seq`,
     /// durably before it returns (a crash at any point leaves the position
     /// before or after). A position never moves backwards: a `seq` below
-    /// the one recorded changes nothing. (A truncation is the exception:
-    /// it takes back every position past its last seq, whose records are
-    /// gone and whose seqs will be used again.)
+    /// the one recorded changes nothing; one past the log's last seq is
+    /// refused (`PositionAhead`). (A truncation is the exception: it takes
+    /// back every position past its last seq, whose records are gone and
+    /// whose seqs will be used again; so does Open, past the last seq it
+    /// recovered.)
     pub fn record_consumer_position(&self, name: &str, seq: u64) -> Result<(), Error> {
         if name.is_empty() || name.len() > MAX_NAME_BYTES {
             return Err(Error::ConsumerName {
@@ -225,6 +227,14 @@ impl Log {
         let mut file = lock(&self.tables_file);
         let mut consumers = {
             let shared = lock(&self.shared);
+            let last_seq = shared.state.last_seq;
+            if seq > last_seq {
+                return Err(Error::PositionAhead {
+                    name: name.to_owned(),
+                    seq,
+                    last_seq,
+                });
+            }
             let consumers = &shared.state.tables.consumers;
             let recorded = consumers.get(name).copied();
             // Nothing to write, unless memory may be ahead of the disk.
@@ -232,7 +242,10 @@ impl Log {
                 return Ok(());
             }
             let mut consumers = consumers.clone();
-            consumers.insert(name.to_owned(), recorded.map_or(seq, |recorded| recorded.max(seq)));
+            consumers.insert(
+                name.to_owned(),
+                recorded.map_or(seq, |recorded| recorded.max(seq)),
+            );
             consumers
         };
         self.write_consumers(&mut file, &mut consumers)
@@ -260,7 +273,12 @@ impl Log {
     ) -> Result<(), Error> {
         let bytes = encode_consumers(consumers);
         let written = self.replace_table(CONSUMERS_FILE_NAME, CONSUMERS_TEMP_NAME, &bytes);
-        file.consumers_unsure = written.is_err() && published_anyway(&written);
+        match &written {
+            Ok(()) => file.consumers_unsure = false,
+            Err(_) if published_anyway(&written) => file.consumers_unsure = true,
+            // The disk as it was before: no surer than it was.
+            Err(_) => {}
+        }
         if published_anyway(&written) {
             std::mem::swap(&mut lock(&self.shared).state.tables.consumers, consumers);
         }

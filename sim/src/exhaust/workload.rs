@@ -251,6 +251,7 @@ impl Workload {
             prepare_every: 1,
             retention: None,
             canary_step: canary.then_some(0),
+            retry_after_reopen: false,
             actions,
         }
     }

@@ -5,6 +5,10 @@
 
 use std::collections::BTreeMap;
 
+mod tables;
+
+pub use tables::{Deleted, Entry, Tables};
+
 /// One acknowledged event.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ModelEvent {
@@ -37,6 +41,8 @@ pub struct Model {
     appends: Vec<Acked>,
     /// The sum of the records' sizes, kept rather than summed at every step.
     size: u64,
+    /// Stream metadata, deletions, consumer positions.
+    pub tables: Tables,
 }
 
 impl Default for Model {
@@ -47,6 +53,7 @@ impl Default for Model {
             first_seq: 1,
             appends: Vec::new(),
             size: 0,
+            tables: Tables::default(),
         }
     }
 }
@@ -86,7 +93,22 @@ impl Model {
         self.streams.get(stream).map_or(&[], Vec::as_slice)
     }
 
+    /// The streams `streams()` lists: those with events, but the deleted.
     pub fn stream_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .streams
+            .keys()
+            .chain(self.purged.keys())
+            .filter(|name| !self.tables.is_deleted(name, self.version(name)))
+            .cloned()
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    /// Every stream with events (deleted ones too).
+    pub fn all_stream_names(&self) -> Vec<String> {
         let mut names: Vec<String> = self
             .streams
             .keys()
@@ -96,6 +118,11 @@ impl Model {
         names.sort();
         names.dedup();
         names
+    }
+
+    /// The first version `stream`'s reads show now.
+    pub fn shown_from(&self, stream: &str) -> u64 {
+        self.tables.shown_from(stream, self.version(stream))
     }
 
     /// Bytes of the kept records with seq `from` or later.
@@ -200,12 +227,19 @@ impl Model {
 
     /// The canary: changes one acknowledged byte, as a broken engine would.
     pub fn plant_canary(&mut self) -> bool {
-        for events in self.streams.values_mut() {
-            if let Some(event) = events.first_mut() {
-                event.at ^= 1;
-                return true;
-            }
-        }
-        false
+        // An event that reads show (not hidden by its stream's metadata or
+        // deletion, its time not judged within a maximum age's band).
+        let shown = self.streams.iter().find(|(stream, events)| {
+            let version = self.version(stream);
+            !events.is_empty()
+                && self.tables.entry(stream).max_age.is_none()
+                && self.tables.shown_from(stream, version) <= version
+        });
+        let Some(stream) = shown.map(|(stream, _)| stream.clone()) else {
+            return false;
+        };
+        let events = self.streams.get_mut(&stream).expect("found");
+        events.last_mut().expect("not empty").at ^= 1;
+        true
     }
 }

@@ -135,15 +135,16 @@ impl World<'_> {
     }
 
     /// Before a commit: what the retention may purge during it.
-    pub(super) fn open_retention_window(&mut self) {
+    pub(super) fn open_retention_window(&mut self, more_bytes: u64) {
         let Some(policy) = self.plan.retention else {
             return;
         };
-        let extra_bytes = self
-            .pending
-            .values()
-            .map(|submitted| crate::golden::record_bytes(&submitted.stream, &submitted.events))
-            .sum();
+        let extra_bytes = more_bytes
+            + self
+                .pending
+                .values()
+                .map(|submitted| crate::golden::record_bytes(&submitted.stream, &submitted.events))
+                .sum::<u64>();
         self.oracle.retention = Some(RetentionWindow {
             policy,
             starts: segment_starts(&self.node.vfs, &self.node.dir),
@@ -219,6 +220,7 @@ impl Oracle {
         match result {
             Ok(()) if seq + 1 >= first => {
                 self.model.truncate(seq);
+                self.take_back_positions(seq, true);
                 Ok((seq < last).then_some(true))
             }
             Err(Error::Purged { first_seq }) if seq + 1 < first && *first_seq == first => {
@@ -301,7 +303,10 @@ impl Oracle {
     pub(crate) fn resolve_in_doubt(&mut self, first: u64, last: u64) -> Check {
         match self.change_in_doubt.take() {
             Some(InDoubt::Purge(planned)) if first == planned => self.model.purge(planned),
-            Some(InDoubt::Truncate(seq)) if last == seq => self.model.truncate(seq),
+            Some(InDoubt::Truncate(seq)) if last == seq => {
+                self.model.truncate(seq);
+                self.take_back_positions(seq, false);
+            }
             Some(InDoubt::Purge(planned)) if first != self.model.first_seq() => {
                 return Err(format!(
                     "after a purge to {planned} failed, the log starts at {first}: neither before ({}) nor after it",

@@ -8,7 +8,7 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use durlog::{Commit, Error, Log, Subscription};
+use durlog::{Commit, Error, Filter, Log, Subscription};
 
 use super::World;
 use super::excuse::Evidence;
@@ -24,8 +24,8 @@ pub(crate) struct Follower {
     /// The seq it must consider next: every record before it was
     /// delivered or (another stream's) passed over.
     pub(crate) next: u64,
-    /// Only streams starting with this ("" for all).
-    pub(crate) prefix: String,
+    /// What it subscribed to.
+    pub(crate) filter: SubFilter,
     /// The last seq a truncation kept, after this follower was handed
     /// records it removed: its subscription owes it `Error::Truncated`.
     pub(crate) truncated: Option<u64>,
@@ -43,19 +43,50 @@ pub(crate) struct Followers {
 
 pub(crate) type SharedFollowers = Arc<Mutex<Followers>>;
 
+/// A subscriber's filter, as the oracle reads it: streams starting with a
+/// prefix ("" for all), and events of one type or all.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SubFilter {
+    pub(crate) prefix: String,
+    pub(crate) event_type: Option<String>,
+}
+
+impl SubFilter {
+    fn subscribe(&self, log: &Log, from: u64) -> Subscription {
+        let filter = Filter::all().stream_prefix(&self.prefix);
+        log.subscribe_filtered(
+            from,
+            match &self.event_type {
+                Some(event_type) => filter.event_type(event_type),
+                None => filter,
+            },
+        )
+    }
+
+    pub(crate) fn keeps_stream(&self, stream: &str) -> bool {
+        stream.starts_with(&self.prefix)
+    }
+
+    pub(crate) fn keeps_type(&self, event_type: &str) -> bool {
+        self.event_type
+            .as_ref()
+            .is_none_or(|wanted| wanted == event_type)
+    }
+}
+
 pub(crate) fn lock(followers: &SharedFollowers) -> MutexGuard<'_, Followers> {
     followers.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Followers {
-    pub(crate) fn start(&mut self, log: &Log, prefix: String, from: u64) {
+    pub(crate) fn start(&mut self, log: &Log, filter: SubFilter, from: u64) {
         if self.list.len() == FOLLOWERS_MAX {
             self.list.remove(0);
         }
         self.list.push(Follower {
-            subscription: Some(log.subscribe_streams(&prefix, from)),
+            subscription: Some(filter.subscribe(log, from)),
             next: from.max(1),
-            prefix,
+            filter,
             truncated: None,
         });
     }
@@ -75,7 +106,7 @@ impl Followers {
     pub(crate) fn restart_at(&mut self, index: usize, log: &Log, first_seq: u64) {
         let follower = &mut self.list[index];
         follower.next = first_seq;
-        follower.subscription = Some(log.subscribe_streams(&follower.prefix, first_seq));
+        follower.subscription = Some(follower.filter.subscribe(log, first_seq));
     }
 
     /// Up to `max` records that follower `index` can take now, each with
@@ -129,7 +160,7 @@ impl Followers {
                 follower.next = follower.next.min(seq + 1);
             }
             follower.next = follower.next.min(end);
-            follower.subscription = Some(log.subscribe_streams(&follower.prefix, follower.next));
+            follower.subscription = Some(follower.filter.subscribe(log, follower.next));
         }
     }
 }
@@ -153,7 +184,7 @@ impl World<'_> {
                     Ok(Some(commit)) => {
                         self.oracle.check_delivery(
                             &mut follower.next,
-                            &follower.prefix,
+                            &follower.filter,
                             &commit,
                         )?;
                     }
@@ -184,16 +215,15 @@ impl World<'_> {
     }
 
     /// A subscriber starts `back` records before the end of the log.
-    pub(super) fn subscribe(&mut self, back: u32, stream: Option<u32>) {
+    pub(super) fn subscribe(&mut self, back: u32, filter: SubFilter) {
         let end = self.oracle.model().last_seq() + 1;
         let from = end - u64::from(back).min(end);
-        let prefix = stream.map_or_else(String::new, |stream| format!("s{stream}"));
         let log = self
             .node
             .log
             .as_ref()
             .expect("the log is open between actions");
-        lock(&self.node.followers).start(log, prefix, from);
+        lock(&self.node.followers).start(log, filter, from);
     }
 
     /// Follower `index` takes up to `max` records; the oracle checks each.
@@ -204,7 +234,7 @@ impl World<'_> {
         let follower = &mut followers.list[index];
         for commit in &taken {
             self.oracle
-                .check_delivery(&mut follower.next, &follower.prefix, commit)?;
+                .check_delivery(&mut follower.next, &follower.filter, commit)?;
         }
         self.result.counters.deliveries += taken.len() as u64;
         drop(followers);
@@ -258,7 +288,7 @@ impl World<'_> {
         for (index, commit) in &delivered {
             let follower = &mut followers.list[*index];
             self.oracle
-                .check_delivery(&mut follower.next, &follower.prefix, commit)
+                .check_delivery(&mut follower.next, &follower.filter, commit)
                 .map_err(|error| format!("between a write and its sync: {error}"))?;
         }
         self.result.counters.deliveries += delivered.len() as u64;

@@ -40,7 +40,11 @@ mod change;
 mod excuse;
 mod follow;
 mod oracle;
+mod reads;
 mod reopen;
+mod stores;
+mod tables;
+pub(crate) use stores::Retried;
 
 /// Where a simulated log lives. After a (rightly) refused corruption the
 /// run goes on with a fresh log in `LOG_DIR-1`, `LOG_DIR-2`, ..., so that
@@ -51,6 +55,11 @@ pub const LOG_DIR: &str = "/sim/log";
 /// that stored seconds would be caught.
 const CLOCK_BASE_NS: i64 = 1_700_000_000_123_456_789;
 const CLOCK_STEP_NS: i64 = 1_000_003;
+
+/// The time the run's clock reads at its `ticks`-th reading.
+pub(super) fn clock_at(ticks: i64) -> i64 {
+    CLOCK_BASE_NS + CLOCK_STEP_NS * ticks
+}
 
 /// How many times a reopen is retried when injected faults make it fail.
 const OPEN_ATTEMPTS_MAX: usize = 50;
@@ -124,6 +133,11 @@ struct Node {
 }
 
 impl Node {
+    /// How many times the log has read the run's clock.
+    fn ticks(&self) -> i64 {
+        self.clock.load(Ordering::SeqCst)
+    }
+
     fn new(plan: &Plan, vfs: SimVfs) -> Node {
         Node {
             vfs,
@@ -288,9 +302,19 @@ impl<'a> World<'a> {
                 self.power_loss(CrashPoint::Idle, *recovery, *bit_flip)
             }
             Action::Subscribe { back, stream } => {
-                self.subscribe(*back, *stream);
+                let prefix = stream.map_or_else(String::new, |stream| format!("s{stream}"));
+                let filter = follow::SubFilter {
+                    prefix,
+                    event_type: None,
+                };
+                self.subscribe(*back, filter);
                 Ok(())
             }
+            Action::SubscribeType { .. }
+            | Action::SetMetadata { .. }
+            | Action::Delete { .. }
+            | Action::RecordPosition { .. }
+            | Action::Retry { .. } => self.act_on_stores(action),
             Action::Poll { subscriber, max } => {
                 let count = follow::lock(&self.node.followers).list.len();
                 if count == 0 {
@@ -392,7 +416,7 @@ impl<'a> World<'a> {
             self.prepare_next_segment();
         }
         self.commits += 1;
-        self.open_retention_window();
+        self.open_retention_window(0);
         let finished = self.log().commit_next_group();
         self.node.vfs.crash_after_ops(0);
         self.node.failpoint_armed.store(false, Ordering::SeqCst);
@@ -460,11 +484,13 @@ impl<'a> World<'a> {
     fn read(&mut self, stream: &str, from: u64, limit: usize) -> Check {
         self.result.counters.reads += 1;
         let mark = self.node.vfs.fault_log_len();
+        let before = self.node.ticks();
         let got = self.log().read(stream, from, limit);
+        let clock = (before, self.node.ticks());
         let faults = self.node.vfs.fault_log_since(mark);
         let evidence = Evidence::new(&self.node.vfs, &self.node.dir);
         self.oracle
-            .check_read(stream, from, limit, got, &evidence, &faults)
+            .check_read(stream, from, limit, got, &evidence, &faults, clock)
     }
 
     /// Power fails (if it has not already), the process dies with it, and
@@ -508,7 +534,7 @@ impl<'a> World<'a> {
     fn full_check(&mut self) -> Check {
         let log = self.node.log.take().expect("open");
         let evidence = Evidence::new(&self.node.vfs, &self.node.dir);
-        let result = self.oracle.check_log(&log, &evidence);
+        let result = self.oracle.check_log(&log, &evidence, &self.node.clock);
         self.node.log = Some(log);
         result
     }

@@ -12,11 +12,14 @@
 //! explains them are counted by [`Excuse`]. The oracle reads the log and
 //! the disk but changes neither, and it judges with its own code: its own
 //! reading of `Expected`, its own encoder of the bytes and record sizes
-//! (`golden`), never the engine's.
+//! (`golden`), never the engine's. What readers see is judged in
+//! `reads.rs`, the tables beside the records in `tables.rs`, purges and
+//! truncations in `change.rs`.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::AtomicI64;
 
-use durlog::{Commit, Error, Event, Expected, Log, Tail, recovery};
+use durlog::{Error, Expected, Log, Tail, recovery};
 use durlog_vfs::FaultEvent;
 
 use crate::golden;
@@ -80,6 +83,13 @@ pub(crate) struct Oracle {
     pub(super) change_in_doubt: Option<InDoubt>,
     /// What the retention may purge in the commit under way.
     pub(super) retention: Option<RetentionWindow>,
+    /// The changes to the tables whose calls failed on a fault after
+    /// their file's rename, in order: the model holds what the log shows
+    /// now, the next reopen may show any of them undone, last first
+    /// (`stores.rs`).
+    pub(super) table_in_doubt: Vec<super::tables::TableChange>,
+    /// The appends in doubt at the last reopen, for their clients to retry.
+    pub(super) retryable: Vec<Submitted>,
     excused: BTreeMap<Excuse, u64>,
 }
 
@@ -90,6 +100,12 @@ impl Oracle {
 
     pub(crate) fn excused(&self) -> &BTreeMap<Excuse, u64> {
         &self.excused
+    }
+
+    /// An append whose commit lost power or poisoned the log (a retry's):
+    /// the next reopen finds it whole or not at all.
+    pub(crate) fn in_doubt_again(&mut self, submitted: Submitted) {
+        self.in_doubt.push(submitted);
     }
 
     /// Counts an outcome accepted by `excuse`.
@@ -110,6 +126,8 @@ impl Oracle {
         self.in_doubt.clear();
         self.change_in_doubt = None;
         self.retention = None;
+        self.table_in_doubt.clear();
+        self.retryable.clear();
     }
 
     /// Checks a finished append, as if the appends of its group had run one
@@ -125,6 +143,14 @@ impl Oracle {
         let size = self.model.size();
         let record_bytes = golden::record_bytes(stream, &sub.events);
         let matches = expected_matches(sub.expected, current);
+        if self.model.tables.is_hard_deleted(stream) {
+            return match outcome {
+                Err(Error::StreamDeleted { stream: named }) if named == stream => Ok(()),
+                other => Err(format!(
+                    "an append to {stream}, hard-deleted, answered {other:?}, not StreamDeleted"
+                )),
+            };
+        }
         match outcome {
             Ok(version) => {
                 if !matches {
@@ -176,52 +202,6 @@ impl Oracle {
         Ok(())
     }
 
-    /// Checks a read of `stream` from `from`, at most `limit` events;
-    /// `faults` are those the disk injected during it.
-    pub(crate) fn check_read(
-        &mut self,
-        stream: &str,
-        from: u64,
-        limit: usize,
-        got: Result<Vec<Event>, Error>,
-        evidence: &Evidence<'_>,
-        faults: &[FaultEvent],
-    ) -> Check {
-        let first_kept = self.model.purged_events(stream) + 1;
-        let from_kept = from.max(1).max(first_kept);
-        let want: Vec<&ModelEvent> = self
-            .model
-            .events(stream)
-            .iter()
-            .skip((from_kept - first_kept) as usize)
-            .take(limit)
-            .collect();
-        let purged =
-            limit > 0 && from.max(1) < first_kept && from.max(1) <= self.model.version(stream);
-        match got {
-            Err(Error::Purged { first_seq }) if purged && first_seq == self.model.first_seq() => {
-                Ok(())
-            }
-            _ if purged => Err(format!(
-                "read {stream} from {from}: events before version {first_kept} were purged, yet it returned {got:?}"
-            )),
-            Ok(events) => {
-                if events.len() != want.len() {
-                    return Err(format!(
-                        "read {stream} from {from} limit {limit}: {} events, the model has {}",
-                        events.len(),
-                        want.len()
-                    ));
-                }
-                for (i, (event, model)) in events.iter().zip(want).enumerate() {
-                    check_event(stream, event, model, from_kept + i as u64)?;
-                }
-                Ok(())
-            }
-            Err(error) => self.excuse_read_error(&error, evidence, faults),
-        }
-    }
-
     /// Checks a log just reopened: the in-doubt appends are whole or absent,
     /// the acknowledged ones all there unless damage excuses their loss,
     /// every stream reads back exactly, and the directory holds nothing
@@ -234,8 +214,10 @@ impl Oracle {
         evidence: &Evidence<'_>,
         limits: Limits,
         final_reopen: bool,
+        clock: &AtomicI64,
     ) -> Check {
         self.resolve_in_doubt(log.first_seq(), log.last_seq())?;
+        self.retryable = self.in_doubt.clone();
         let recovered = log.last_seq();
         let acked = self.model.last_seq();
         if recovered >= acked {
@@ -256,7 +238,11 @@ impl Oracle {
             self.excuse(excuse, acked - recovered);
         }
         self.in_doubt.clear();
-        self.check_log(log, evidence)?;
+        // Open takes back positions past the last seq it kept, whose seqs
+        // will be used again (SPEC section 14, FORMAT.md).
+        self.take_back_positions(recovered, false);
+        self.check_tables(log, evidence)?;
+        self.check_log(log, evidence, clock)?;
         self.check_read_all(log, evidence)?;
         // The bytes themselves, encoded independently (cheap enough for
         // small logs at every reopen; big ones are checked at the end).
@@ -309,10 +295,12 @@ impl Oracle {
     }
 
     fn check_layout(&self, evidence: &Evidence<'_>, limits: Limits) -> Check {
+        let tables = self.table_candidates();
         golden::check_layout(
             evidence.vfs,
             evidence.dir,
             &self.model,
+            &tables,
             limits.segment_bytes,
             limits.max_bytes,
         )
@@ -336,149 +324,6 @@ impl Oracle {
     pub(crate) fn check_failed_open(&mut self, error: &Error, faults: &[FaultEvent]) -> Check {
         excuse::failed_open(error, faults)?;
         self.excuse(Excuse::OpenFailedOnFault, 1);
-        Ok(())
-    }
-
-    /// A subscriber whose next seq is `next` (and which takes only streams
-    /// starting with `prefix`) was handed `commit`: the next acknowledged
-    /// record of its streams, exactly as acknowledged, none skipped, none
-    /// repeated, none not yet acknowledged.
-    pub(crate) fn check_delivery(&self, next: &mut u64, prefix: &str, commit: &Commit) -> Check {
-        let seq = commit.seq;
-        if seq < *next {
-            return Err(format!(
-                "a subscriber was handed seq {seq} again (it had gone on to {next})"
-            ));
-        }
-        let acked = self.model.last_seq();
-        for skipped in *next..seq {
-            match self.model.record(skipped) {
-                Some((stream, ..)) if stream.starts_with(prefix) => {
-                    return Err(format!(
-                        "a subscriber to {prefix:?}* skipped seq {skipped} of stream {stream} and was handed seq {seq}"
-                    ));
-                }
-                Some(_) => {}
-                None => break,
-            }
-        }
-        let Some((stream, first_version, events)) = self.model.record(seq) else {
-            return Err(format!(
-                "a subscriber was handed seq {seq}, which is not acknowledged (the last acknowledged is {acked})"
-            ));
-        };
-        if commit.stream != stream
-            || commit.first_version != first_version
-            || commit.events.len() != events.len()
-            || !stream.starts_with(prefix)
-        {
-            return Err(format!(
-                "a subscriber to {prefix:?}* was handed seq {seq} as {} from version {} with {} events; acknowledged: {stream} from {first_version} with {}",
-                commit.stream,
-                commit.first_version,
-                commit.events.len(),
-                events.len()
-            ));
-        }
-        for (i, (event, model)) in commit.events.iter().zip(events).enumerate() {
-            check_event(stream, event, model, first_version + i as u64)?;
-        }
-        *next = seq + 1;
-        Ok(())
-    }
-
-    /// The whole log, read in seq order, is the model's records.
-    fn check_read_all(&mut self, log: &Log, evidence: &Evidence<'_>) -> Check {
-        let first = self.model.first_seq();
-        if first > 1
-            && !matches!(log.read_all(first - 1, 1), Err(Error::Purged { first_seq }) if first_seq == first)
-        {
-            return Err(format!(
-                "read_all from {} (purged) did not answer Purged",
-                first - 1
-            ));
-        }
-        let mark = evidence.vfs.fault_log_len();
-        match log.read_all(first, usize::MAX) {
-            Ok(commits) => {
-                if commits.len() as u64 != self.model.last_seq() + 1 - first {
-                    return Err(format!(
-                        "read_all gave {} records, the model has {}",
-                        commits.len(),
-                        self.model.last_seq() + 1 - first
-                    ));
-                }
-                let mut next = first;
-                commits
-                    .iter()
-                    .try_for_each(|commit| self.check_delivery(&mut next, "", commit))
-                    .map_err(|error| format!("read_all: {error}"))
-            }
-            Err(error) => {
-                let faults = evidence.vfs.fault_log_since(mark);
-                self.excuse_read_error(&error, evidence, &faults)
-            }
-        }
-    }
-
-    /// Every stream reads back exactly as acknowledged.
-    pub(crate) fn check_log(&mut self, log: &Log, evidence: &Evidence<'_>) -> Check {
-        let names = log.streams("");
-        if names != self.model.stream_names() {
-            return Err(format!(
-                "streams {names:?}, the model has {:?}",
-                self.model.stream_names()
-            ));
-        }
-        if log.last_seq() != self.model.last_seq()
-            || log.size() != self.model.size()
-            || log.first_seq() != self.model.first_seq()
-        {
-            return Err(format!(
-                "log at seqs {}..={} size {}, the model at {}..={} size {}",
-                log.first_seq(),
-                log.last_seq(),
-                log.size(),
-                self.model.first_seq(),
-                self.model.last_seq(),
-                self.model.size()
-            ));
-        }
-        for name in names {
-            if log.version(&name) != self.model.version(&name) {
-                return Err(format!(
-                    "{name} at version {}, the model at {}",
-                    log.version(&name),
-                    self.model.version(&name)
-                ));
-            }
-            let first_kept = self.model.purged_events(&name) + 1;
-            if first_kept > 1 && !matches!(log.read(&name, 1, 1), Err(Error::Purged { .. })) {
-                return Err(format!(
-                    "{name}: reading version 1, which was purged, did not answer Purged"
-                ));
-            }
-            let mark = evidence.vfs.fault_log_len();
-            match log.read(&name, first_kept, usize::MAX) {
-                Ok(events) => {
-                    let want = self.model.events(&name);
-                    if events.len() != want.len() {
-                        return Err(format!(
-                            "{name}: {} events read, {} acknowledged",
-                            events.len(),
-                            want.len()
-                        ));
-                    }
-                    for (i, (event, model)) in events.iter().zip(want).enumerate() {
-                        check_event(&name, event, model, first_kept + i as u64)?;
-                    }
-                }
-                Err(error) => {
-                    let faults = evidence.vfs.fault_log_since(mark);
-                    self.excuse_read_error(&error, evidence, &faults)?
-                }
-            }
-        }
         Ok(())
     }
 
@@ -512,28 +357,6 @@ fn check_quota_refusal(
         return Err(format!(
             "quota refusal (limit {limit}, needed {needed}) of an append the model allows (limit {}, the log would reach {wanted})",
             commit.max_bytes
-        ));
-    }
-    Ok(())
-}
-
-fn check_event(stream: &str, event: &Event, model: &ModelEvent, version: u64) -> Check {
-    if event.stream != stream
-        || event.version != version
-        || event.event_type != model.event_type
-        || event.data != model.data
-        || event.at != model.at
-    {
-        return Err(format!(
-            "{stream} version {version}: read {{stream {:?}, version {}, type {:?}, {} data bytes, at {}}}, acknowledged {{type {:?}, {} data bytes, at {}}}",
-            event.stream,
-            event.version,
-            event.event_type,
-            event.data.len(),
-            event.at,
-            model.event_type,
-            model.data.len(),
-            model.at
         ));
     }
     Ok(())

@@ -192,9 +192,12 @@ impl World<'_> {
         evidence.before_open = std::mem::take(&mut self.node.before_open);
         let limits = self.limits();
         self.oracle
-            .check_reopened(&log, &evidence, limits, self.final_reopen)?;
+            .check_reopened(&log, &evidence, limits, self.final_reopen, &self.node.clock)?;
         follow::lock(&self.node.followers).resume(&log);
         self.node.log = Some(log);
+        if self.plan.retry_after_reopen && !self.final_reopen {
+            return self.retry(None);
+        }
         Ok(())
     }
 

@@ -105,6 +105,33 @@ pub enum Op {
     Purge { keep_percent: u8, crash: CrashOp },
     /// `truncate_after` the seq this many records before the last.
     Truncate { back: u8, crash: CrashOp },
+    /// A change to the tables beside the records (SPEC section 14), maybe
+    /// with a power loss in it.
+    Table {
+        stream: u8,
+        change: TableOp,
+        crash: CrashOp,
+    },
+    /// The appends in doubt retried idempotently, or the last one sent
+    /// again, maybe altered.
+    Retry { altered: bool },
+}
+
+#[derive(Arbitrary, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TableOp {
+    Metadata {
+        max_count: Option<u8>,
+        truncate_back: Option<u8>,
+        max_age_ticks: Option<u8>,
+    },
+    Delete {
+        hard: bool,
+    },
+    /// Consumer `consumer` records the seq `back` records before the last.
+    Position {
+        consumer: u8,
+        back: u8,
+    },
 }
 
 #[derive(Arbitrary, Clone, Copy, Debug, PartialEq, Eq)]
@@ -213,6 +240,38 @@ impl ExpectedOp {
     }
 }
 
+/// The plan's action for a change to the tables; a failpoint (which
+/// only group commits pass) is no power loss here.
+fn table_action(stream: u32, change: TableOp, crash: CrashOp) -> Action {
+    let crash = match crash {
+        CrashOp::Failpoint => CrashSpec::None,
+        crash => crash.spec(),
+    };
+    match change {
+        TableOp::Metadata {
+            max_count,
+            truncate_back,
+            max_age_ticks,
+        } => Action::SetMetadata {
+            stream,
+            max_count: max_count.map(|count| 1 + u64::from(count) % 6),
+            truncate_back: truncate_back.map(|back| 1 + u64::from(back) % 6),
+            max_age_ticks: max_age_ticks.map(|ticks| 5 + u64::from(ticks) % 60),
+            crash,
+        },
+        TableOp::Delete { hard } => Action::Delete {
+            stream,
+            hard,
+            crash,
+        },
+        TableOp::Position { consumer, back } => Action::RecordPosition {
+            consumer: u32::from(consumer) % durlog_sim::plan::CONSUMERS,
+            back: u32::from(back % 32),
+            crash,
+        },
+    }
+}
+
 impl CrashOp {
     fn spec(self) -> CrashSpec {
         match self {
@@ -303,6 +362,12 @@ impl SimOpsInput {
                     back: u32::from(*back),
                     crash: crash.spec(),
                 }],
+                Op::Table {
+                    stream,
+                    change,
+                    crash,
+                } => vec![table_action(u32::from(*stream) % STREAMS, *change, *crash)],
+                Op::Retry { altered } => vec![Action::Retry { altered: *altered }],
                 Op::Restart { quota, recovery } => vec![Action::Reopen {
                     quota: match quota {
                         QuotaOp::Keep => QuotaChange::Keep,
@@ -353,6 +418,7 @@ impl SimOpsInput {
                 })
             }),
             canary_step: None,
+            retry_after_reopen: self.vfs_seed.is_multiple_of(2),
         }
     }
 }
