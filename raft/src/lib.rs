@@ -35,7 +35,7 @@ use std::path::PathBuf;
 
 pub use codec::STREAM;
 pub use reader::LogReader;
-pub use store::{LOG_DIR_NAME, LogStore};
+pub use store::{DiskWork, LOG_DIR_NAME, LogStore};
 
 /// What can go wrong in the store, beside openraft's own errors.
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,276 @@
+//! The checkers, run after every instant of simulated time on what the
+//! probes recorded since the last instant and on each node's metrics:
+//!
+//! - **Election safety**: at most one node leads in each term.
+//! - **Log matching**: two entries with the same index and log id carry the
+//!   same payload, and the entries before them have the same log id (each
+//!   appended entry checked against every earlier one with its id).
+//! - **Leader completeness**: a node seen leading for the first time in a
+//!   term holds every entry known committed (applied anywhere) past its
+//!   purge point.
+//! - **State-machine safety**: every application of index `i`, by any
+//!   node, is of the same entry; a node applies indexes in order; the
+//!   response is the one a replay of the committed prefix gives.
+//! - **Durability**: after a restart, a node's log holds every entry it
+//!   claimed durable (its store's append returned, or it acknowledged the
+//!   entry), or its purge point covers it; its vote did not go back.
+//! - **Restart**: a node's state machine, after a restart or a snapshot
+//!   install, holds exactly the replay of the committed prefix it claims.
+//!
+//! The committed log itself (the first application of each index) is the
+//! model the client history is checked against (`history.rs`).
+
+use std::collections::BTreeMap;
+
+use durlog_raft::events::{Applied as MachineState, EventResponse};
+use openraft::{EntryPayload, LogId, Vote};
+
+use crate::probe::{EntryKey, ProbeState};
+
+/// A property broken, in words that name the node, the index and the ids.
+pub type Violation = String;
+
+/// The committed prefix replayed: each index's response and the streams'
+/// versions after it.
+#[derive(Debug, Default)]
+pub struct Model {
+    /// The first application seen of each index.
+    pub committed: BTreeMap<u64, EntryKey>,
+    /// Replayed responses by index (contiguous from the first index).
+    pub responses: BTreeMap<u64, EventResponse>,
+    /// Versions after each replayed index.
+    pub versions: BTreeMap<u64, BTreeMap<String, u64>>,
+    replayed: MachineState,
+    /// Client operation -> the index it committed at.
+    pub op_index: BTreeMap<u64, u64>,
+    pending: BTreeMap<u64, openraft::Entry<crate::config::SimConfig>>,
+}
+
+impl Model {
+    /// Adds the committed entry at its index (first sighting) and replays
+    /// as far as the committed prefix is contiguous.
+    fn commit(&mut self, applied: &crate::probe::Applied) -> Result<(), Violation> {
+        let index = applied.key.log_id.index;
+        if let Some(known) = self.committed.get(&index) {
+            if known.log_id != applied.key.log_id || known.payload != applied.key.payload {
+                return Err(format!(
+                    "state-machine safety: index {index} applied as {} here, as {} before",
+                    applied.key.log_id, known.log_id
+                ));
+            }
+            return Ok(());
+        }
+        if let Some(op) = applied.key.op
+            && let Some(&other) = self.op_index.get(&op)
+        {
+            return Err(format!(
+                "client write op {op} committed twice: at index {other} and at {index}"
+            ));
+        }
+        if let Some(op) = applied.key.op {
+            self.op_index.insert(op, index);
+        }
+        self.committed.insert(index, applied.key);
+        self.pending.insert(index, applied.entry.clone());
+        self.replay();
+        Ok(())
+    }
+
+    fn next_to_replay(&self) -> u64 {
+        self.replayed.last_applied.map_or(0, |id| id.index + 1)
+    }
+
+    fn replay(&mut self) {
+        loop {
+            let next = self.next_to_replay();
+            let Some(entry) = self.pending.remove(&next) else {
+                return;
+            };
+            let response = self.replayed.apply(entry);
+            self.responses.insert(next, response);
+            self.versions.insert(next, self.replayed.versions.clone());
+        }
+    }
+
+    /// The streams' versions once the committed prefix up to `index` is
+    /// applied, if the replay got there.
+    pub fn versions_at(&self, index: Option<u64>) -> Option<BTreeMap<String, u64>> {
+        match index {
+            None => Some(BTreeMap::new()),
+            Some(index) => self.versions.get(&index).cloned(),
+        }
+    }
+}
+
+/// Per node, what the checkers remember between instants.
+#[derive(Debug, Default)]
+struct Seen {
+    last_applied: Option<u64>,
+}
+
+/// Every checker's state.
+#[derive(Debug, Default)]
+pub struct Checker {
+    pub model: Model,
+    /// The leader of each term, as metrics showed it.
+    pub leaders: BTreeMap<u64, u64>,
+    /// (index, log id) -> (payload, previous log id if known).
+    entries: BTreeMap<(u64, LogId<u64>), (u64, Option<LogId<u64>>)>,
+    seen: BTreeMap<u64, Seen>,
+}
+
+impl Checker {
+    /// Election safety and leader completeness for `node`, which metrics
+    /// show leading in `term`. Returns true if it is new in that term.
+    pub fn leader(&mut self, node: u64, term: u64, probe: &ProbeState) -> Result<bool, Violation> {
+        match self.leaders.get(&term) {
+            Some(&other) if other != node => {
+                return Err(format!(
+                    "election safety: nodes {other} and {node} both lead in term {term}"
+                ));
+            }
+            Some(_) => return Ok(false),
+            None => {}
+        }
+        self.leaders.insert(term, node);
+        let after_purged = probe.last_purged.map_or(0, |id| id.index + 1);
+        for (&index, committed) in self.model.committed.range(after_purged..) {
+            match probe.log.get(&index) {
+                Some(held) if held.log_id == committed.log_id => {}
+                held => {
+                    return Err(format!(
+                        "leader completeness: node {node}, leading in term {term}, holds {:?} at \
+                         index {index}, where {} was committed",
+                        held.map(|key| key.log_id),
+                        committed.log_id
+                    ));
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// Log matching for the entries `node` appended since the last look.
+    pub fn appended(&mut self, node: u64, probe: &mut ProbeState) -> Result<(), Violation> {
+        for (key, prev) in std::mem::take(&mut probe.new_entries) {
+            let index = key.log_id.index;
+            match self.entries.get_mut(&(index, key.log_id)) {
+                None => {
+                    self.entries
+                        .insert((index, key.log_id), (key.payload, prev));
+                }
+                Some((payload, known_prev)) => {
+                    if *payload != key.payload {
+                        return Err(format!(
+                            "log matching: node {node} holds another payload for {} at index {index}",
+                            key.log_id
+                        ));
+                    }
+                    match (known_prev.as_ref(), prev) {
+                        (Some(known), Some(prev)) if *known != prev => {
+                            return Err(format!(
+                                "log matching: node {node} holds {prev} before {} at index {index}, \
+                                 another node {known}",
+                                key.log_id
+                            ));
+                        }
+                        (None, Some(prev)) => *known_prev = Some(prev),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// State-machine safety for the applications `node` made since the
+    /// last look; returns how many entries were applied.
+    pub fn applied(&mut self, node: u64, probe: &mut ProbeState) -> Result<u64, Violation> {
+        let applied = std::mem::take(&mut probe.applied);
+        let installed = std::mem::take(&mut probe.installed);
+        let seen = self.seen.entry(node).or_default();
+        for (meta, state) in installed {
+            seen.last_applied = meta.last_log_id.map(|id| id.index);
+            let index = meta.last_log_id.map(|id| id.index);
+            if let Some(expected) = self.model.versions_at(index)
+                && expected != state.versions
+            {
+                return Err(format!(
+                    "snapshot install: node {node}'s state at {index:?} is {:?}, the committed \
+                     prefix gives {expected:?}",
+                    state.versions
+                ));
+            }
+        }
+        let count = applied.len() as u64;
+        for applied in applied {
+            let index = applied.key.log_id.index;
+            let expected_next = seen.last_applied.map_or(0, |last| last + 1);
+            if index != expected_next {
+                return Err(format!(
+                    "state-machine safety: node {node} applied index {index} after {:?}",
+                    seen.last_applied
+                ));
+            }
+            seen.last_applied = Some(index);
+            self.model.commit(&applied)?;
+            if let Some(expected) = self.model.responses.get(&index)
+                && *expected != applied.response
+                && !matches!(applied.entry.payload, EntryPayload::Membership(_))
+            {
+                return Err(format!(
+                    "state-machine safety: node {node} answered {:?} at index {index}, the replay \
+                     {expected:?}",
+                    applied.response
+                ));
+            }
+        }
+        Ok(count)
+    }
+
+    /// After `node` restarted: its recovered log (in `probe`, just reset)
+    /// against what it claimed before (`claims`, `vote`), and its state
+    /// machine (`state`) against the committed prefix.
+    pub fn restarted(
+        &mut self,
+        node: u64,
+        probe: &ProbeState,
+        claims: &BTreeMap<u64, LogId<u64>>,
+        vote: Option<Vote<u64>>,
+        state: &MachineState,
+    ) -> Result<(), Violation> {
+        let purged = probe.last_purged.map(|id| id.index);
+        for (&index, &log_id) in claims {
+            if Some(index) <= purged {
+                continue;
+            }
+            let held = probe.log.get(&index).map(|key| key.log_id);
+            if held != Some(log_id) {
+                return Err(format!(
+                    "durability: node {node} claimed {log_id} durable at index {index}, its \
+                     recovered log holds {held:?} (purged up to {purged:?})"
+                ));
+            }
+        }
+        if let Some(vote) = vote
+            && !probe.vote.is_some_and(|recovered| recovered >= vote)
+        {
+            return Err(format!(
+                "durability: node {node} saved vote {vote}, recovered {:?}",
+                probe.vote
+            ));
+        }
+        let index = state.last_applied.map(|id| id.index);
+        self.seen.entry(node).or_default().last_applied = index;
+        if let Some(expected) = self.model.versions_at(index)
+            && expected != state.versions
+        {
+            return Err(format!(
+                "restart: node {node}'s state machine at {index:?} holds {:?}, the committed \
+                 prefix gives {expected:?}",
+                state.versions
+            ));
+        }
+        Ok(())
+    }
+}
