@@ -4,15 +4,21 @@
 //! three-node example and the benchmark use them; an application brings its
 //! own state machine and keeps [`LogStore`](crate::LogStore).
 //!
-//! The state machine keeps nothing on disk: after a restart openraft
-//! re-applies the log from the last snapshot (or from the start), which is
-//! what an in-memory state machine needs.
+//! The state machine's state is in memory; [`StateMachine::durable`] keeps
+//! its last snapshot on disk (`snapshot_file`), made durable before
+//! openraft may purge the log up to it, and starts from it after a
+//! restart: openraft then re-applies the log from there. (The state machine
+//! of [`StateMachine::new`] keeps nothing, which only suits a log that is
+//! never purged.)
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io::Cursor;
 use std::marker::PhantomData;
+use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use durlog::vfs::Vfs;
 
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{
@@ -20,6 +26,8 @@ use openraft::{
     SnapshotMeta, StorageError, StorageIOError, StoredMembership,
 };
 use serde::{Deserialize, Serialize};
+
+use crate::snapshot_file::SnapshotFile;
 
 openraft::declare_raft_types!(
     /// Events appended to streams, replicated with Raft.
@@ -106,6 +114,8 @@ struct Inner {
     applied: Applied,
     snapshot: Option<(SnapshotMeta<NodeId, BasicNode>, Vec<u8>)>,
     snapshots_built: u64,
+    /// Where snapshots are kept, for a durable state machine.
+    file: Option<SnapshotFile>,
 }
 
 /// The in-memory state machine; clones share one state.
@@ -146,6 +156,23 @@ impl<C> StateMachine<C> {
     /// An empty state machine.
     pub fn new() -> StateMachine<C> {
         StateMachine::default()
+    }
+
+    /// A state machine whose snapshots are kept durably in `dir` on
+    /// `vfs`, starting from the last one saved there.
+    pub fn durable(vfs: Arc<dyn Vfs>, dir: &Path) -> std::result::Result<StateMachine<C>, crate::Error> {
+        let file = SnapshotFile::new(vfs, dir)?;
+        let saved = file.load()?;
+        let machine = StateMachine::new();
+        {
+            let mut inner = machine.lock();
+            if let Some((meta, data)) = saved {
+                inner.applied = postcard::from_bytes(&data).map_err(crate::Error::Codec)?;
+                inner.snapshot = Some((meta, data));
+            }
+            inner.file = Some(file);
+        }
+        Ok(machine)
     }
 
     /// A copy of what it holds.
@@ -202,7 +229,13 @@ impl<C: EventsConfig> RaftSnapshotBuilder<C> for StateMachine<C> {
                 inner.snapshots_built
             ),
         };
-        inner.snapshot = Some((meta.clone(), data.clone()));
+        let saved = (meta.clone(), data.clone());
+        if let Some(file) = &inner.file {
+            // Durable before openraft may purge the log up to it.
+            file.save(&saved)
+                .map_err(|error| StorageIOError::write_snapshot(None, AnyError::new(&error)))?;
+        }
+        inner.snapshot = Some(saved);
         Ok(Snapshot {
             meta,
             snapshot: Box::new(Cursor::new(data)),
@@ -250,8 +283,14 @@ impl<C: EventsConfig> RaftStateMachine<C> for StateMachine<C> {
             StorageIOError::read_snapshot(Some(meta.signature()), AnyError::new(&error))
         })?;
         let mut inner = self.lock();
+        let saved = (meta.clone(), data);
+        if let Some(file) = &inner.file {
+            file.save(&saved).map_err(|error| {
+                StorageIOError::write_snapshot(Some(meta.signature()), AnyError::new(&error))
+            })?;
+        }
         inner.applied = applied;
-        inner.snapshot = Some((meta.clone(), data));
+        inner.snapshot = Some(saved);
         Ok(())
     }
 

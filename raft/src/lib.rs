@@ -29,6 +29,7 @@ pub mod events;
 pub mod mapping;
 pub mod meta;
 mod reader;
+pub mod snapshot_file;
 mod store;
 
 use std::path::PathBuf;

@@ -183,14 +183,20 @@ impl Executor {
     /// Polls the next ready task; returns its owner, or `None` if no task
     /// is ready (the caller then checks, and moves the clock).
     pub fn poll_one(&self) -> Option<Owner> {
-        let id = {
-            let mut ready = self.inner.ready.lock().expect("ready queue");
-            let id = ready.order.pop_front()?;
-            ready.queued.remove(&id);
-            id
+        let (id, mut task) = loop {
+            let id = {
+                let mut ready = self.inner.ready.lock().expect("ready queue");
+                let id = ready.order.pop_front()?;
+                ready.queued.remove(&id);
+                id
+            };
+            // A task killed (or finished) after it was woken is gone: the
+            // next one runs.
+            let task = self.inner.tasks.borrow_mut().remove(&id);
+            if let Some(task) = task {
+                break (id, task);
+            }
         };
-        // A task killed after it was woken is simply gone.
-        let mut task = self.inner.tasks.borrow_mut().remove(&id)?;
         let waker = Waker::from(Arc::new(TaskWaker {
             id,
             ready: Arc::clone(&self.inner.ready),

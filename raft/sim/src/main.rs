@@ -230,6 +230,9 @@ fn repro(seed: u64, off: &[FaultClass], keep: Option<String>, trace: bool) -> Ex
     let plan = plan_of(seed, off);
     let keep: Option<Vec<bool>> = keep.map(|mask| mask.chars().map(|c| c == '1').collect());
     let outcome = run(&plan, keep.as_deref(), trace);
+    if trace {
+        println!("plan: {:?}", Plan { steps: Vec::new(), ..plan.clone() });
+    }
     for line in &outcome.trace {
         println!("{line}");
     }

@@ -36,6 +36,27 @@ pub enum Status {
     Refused(String),
 }
 
+/// Why a node did not start.
+#[derive(Debug)]
+pub enum StartError {
+    /// An I/O error (an injected EIO, a power loss): a restart may succeed.
+    Io(String),
+    /// The store refused (damage): the node stays down.
+    Refused(String),
+}
+
+impl StartError {
+    fn of(error: &durlog_raft::Error, what: &str) -> StartError {
+        let text = format!("{what}{error}");
+        match error {
+            durlog_raft::Error::Io(_) | durlog_raft::Error::Log(durlog::Error::Io(_)) => {
+                StartError::Io(text)
+            }
+            _ => StartError::Refused(text),
+        }
+    }
+}
+
 /// One node of a run.
 pub struct Node {
     pub id: NodeId,
@@ -96,20 +117,23 @@ impl Node {
     }
 
     /// Opens the store (recovery runs here) and boots the process; `Err`
-    /// with the store's refusal, after which the node stays down.
+    /// with why not: an I/O error may pass (a retry may succeed), a
+    /// refusal (damage) keeps the node down.
     pub fn start(
         &mut self,
         exec: &Executor,
         network: &Network,
         config: &Arc<Config>,
-    ) -> Result<(), String> {
+    ) -> Result<(), StartError> {
         let (options, tuning) = self.options();
         let vfs: Arc<dyn durlog::vfs::Vfs> = Arc::new(self.vfs.clone());
         let store = LogStore::<SimConfig>::open_with(vfs, Path::new(STORE_DIR), options, tuning)
-            .map_err(|error| error.to_string())?
+            .map_err(|error| StartError::of(&error, ""))?
             .with_disk_work(DiskWork::Inline);
-        self.reset_probe(&store)?;
-        let machine = StateMachine::<SimConfig>::new();
+        self.reset_probe(&store).map_err(StartError::Refused)?;
+        let vfs: Arc<dyn durlog::vfs::Vfs> = Arc::new(self.vfs.clone());
+        let machine = StateMachine::<SimConfig>::durable(vfs, Path::new(STORE_DIR))
+            .map_err(|error| StartError::of(&error, "the state machine's snapshot: "))?;
         self.machine = Some(machine.clone());
         let store = ProbedStore {
             inner: store,
@@ -124,7 +148,7 @@ impl Node {
             from: self.id,
         };
         let id = self.id;
-        let raft = boot(exec, id, config, factory, store, machine)?;
+        let raft = boot(exec, id, config, factory, store, machine).map_err(StartError::Io)?;
         network.attach(id, raft.clone());
         self.status = Status::Up(raft);
         self.boots += 1;

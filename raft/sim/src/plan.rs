@@ -131,6 +131,23 @@ pub enum Action {
 }
 
 impl Action {
+    /// The node the action names, if it names one.
+    pub fn node(&self) -> Option<u64> {
+        match self {
+            Action::Write { via, .. } => Some(*via),
+            Action::Elect { node }
+            | Action::Snapshot { node }
+            | Action::Purge { node }
+            | Action::Kill { node, .. }
+            | Action::PowerLoss { node, .. }
+            | Action::BitRot { node }
+            | Action::AddLearner { node }
+            | Action::Promote { node }
+            | Action::RemoveVoter { node } => Some(*node),
+            Action::Read { .. } | Action::Partition { .. } => None,
+        }
+    }
+
     /// The fault class the action belongs to, if it is a fault.
     pub fn fault_class(&self) -> Option<FaultClass> {
         match self {
@@ -444,14 +461,24 @@ fn draw_steps(rng: &mut ChaCha8Rng, plan: &Plan) -> Vec<Step> {
     let mut steps = Vec::new();
     // The first election takes a few timeouts: the workload begins then.
     let mut at_ms = plan.raft.election_max_ms * 2;
+    // Bit rot past a minority of the voters is outside Raft's model (and
+    // excused): one seed in eight goes there, the others stay within f.
+    let rot_max = if rng.random_range(0..8u32) == 0 { plan.voters } else { (plan.voters - 1) / 2 };
+    let mut rotted: BTreeSet<u64> = BTreeSet::new();
     while at_ms < plan.safety_ms {
         let mut roll = rng.random_range(0..total.max(1));
         for (weight, make) in &mix.weights {
             if roll < *weight {
-                steps.push(Step {
-                    at_ms,
-                    action: make(rng, plan),
-                });
+                let action = make(rng, plan);
+                if let Action::BitRot { node } = action
+                    && !rotted.contains(&node)
+                {
+                    if rotted.len() as u64 >= rot_max {
+                        break;
+                    }
+                    rotted.insert(node);
+                }
+                steps.push(Step { at_ms, action });
                 break;
             }
             roll -= weight;

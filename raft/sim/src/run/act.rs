@@ -8,7 +8,7 @@ use openraft::{BasicNode, ChangeMembers, ServerState};
 use super::{Cluster, Later};
 use crate::check::Violation;
 use crate::exec::HARNESS;
-use crate::node::Status;
+use crate::node::{StartError, Status};
 use crate::plan::{Action, Cut};
 
 impl Cluster<'_> {
@@ -16,12 +16,25 @@ impl Cluster<'_> {
     /// for good (counted); a power loss during recovery is a power loss.
     pub(super) fn start(&mut self, id: u64) -> Result<(), Violation> {
         let node = self.nodes.get_mut(&id).expect("node");
+        {
+            // What the last incarnation did in its last poll is checked
+            // before the probe starts anew.
+            let mut probe = node.probe.lock();
+            if self.excused.is_none() {
+                self.checker.appended(id, &mut probe)?;
+                self.checker.applied(id, &mut probe)?;
+            }
+            probe.new_entries.clear();
+            probe.applied.clear();
+            probe.installed.clear();
+            self.errors_seen.insert(id, probe.storage_errors);
+        }
         let claims = std::mem::take(&mut node.probe.lock().claims);
         let vote = node.probe.lock().vote;
         let first_boot = node.boots == 0;
         match node.start(&self.exec, &self.net, &self.config) {
             Ok(()) => {}
-            Err(why) if node.vfs.is_halted() => {
+            Err(StartError::Io(why) | StartError::Refused(why)) if node.vfs.is_halted() => {
                 node.probe.lock().claims = claims;
                 self.trace
                     .note(id, format!("power lost during recovery: {why}"));
@@ -29,7 +42,14 @@ impl Cluster<'_> {
                 self.power_lost(id);
                 return Ok(());
             }
-            Err(why) => {
+            Err(StartError::Io(why)) => {
+                node.probe.lock().claims = claims;
+                self.trace.note(id, format!("Open failed: {why}; retries in 100 ms"));
+                self.tally.bump("open-failed-io");
+                self.schedule(100, Later::Restart(id));
+                return Ok(());
+            }
+            Err(StartError::Refused(why)) => {
                 self.trace.note(id, format!("Open refused: {why}"));
                 self.tally.bump("open-refused");
                 let node = self.nodes.get_mut(&id).expect("node");
@@ -40,10 +60,35 @@ impl Cluster<'_> {
         self.trace.note(id, "up");
         let node = &self.nodes[&id];
         let state = node.machine.as_ref().expect("started").applied();
-        if !first_boot {
+        if !first_boot && self.excused.is_none() {
             let probe = node.probe.lock();
-            self.checker.restarted(id, &probe, &claims, vote, &state)?;
+            let checked = self.checker.restarted(id, &probe, &claims, vote, &state);
+            drop(probe);
+            if let Err(violation) = checked {
+                return self.amnesia(id, violation);
+            }
         }
+        Ok(())
+    }
+
+    /// A restarted node lost what it claimed durable. Only a fault that
+    /// damaged durable bytes on its disk (a bit flipped at rest, a
+    /// misdirected write) can excuse that: durlog truncates damage confined
+    /// to the last record (FORMAT.md, "What stays ambiguous"). Raft's model
+    /// assumes stable storage, so from then on the node's amnesia excuses
+    /// every violation, and the excuse names the fault.
+    fn amnesia(&mut self, id: u64, violation: Violation) -> Result<(), Violation> {
+        let damage = self.nodes[&id].vfs.damage();
+        let Some(fault) = damage.first() else {
+            return Err(violation);
+        };
+        let excuse = format!(
+            "node {id}'s disk lost acknowledged data to {fault} (outside Raft's model: stable \
+             storage): {violation}"
+        );
+        self.trace.note(id, format!("excused: {excuse}"));
+        self.tally.bump("excused-amnesia");
+        self.excused.get_or_insert(excuse);
         Ok(())
     }
 
@@ -54,38 +99,69 @@ impl Cluster<'_> {
             .iter()
             .map(|&id| (id, BasicNode::default()))
             .collect();
-        let raft = self.nodes[&1].raft().expect("node 1 up").clone();
+        // The operator retries on whichever voter is up until one takes it
+        // (a voter's store may fail at its first write).
+        let Some(raft) = self.voters.iter().find_map(|id| self.nodes[id].raft().cloned()) else {
+            return Ok(());
+        };
+        let initialized = self.initialized.clone();
         self.exec.spawn_as(HARNESS, async move {
-            let _ = raft.initialize(members).await;
+            let done = match raft.initialize(members).await {
+                Ok(()) => true,
+                // NotAllowed: some node holds a membership already.
+                Err(openraft::error::RaftError::APIError(_)) => true,
+                Err(_) => false,
+            };
+            if done {
+                initialized.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
         });
         Ok(())
     }
 
-    /// Every per-instant check (see `check.rs`).
+    /// Every per-instant check (see `check.rs`); once a node's amnesia is
+    /// excused, only the liveness phase still counts.
     pub(super) fn check(&mut self) -> Result<(), Violation> {
+        if self.excused.is_some() {
+            return Ok(());
+        }
+        let mut stopped = Vec::new();
         for (&id, node) in &self.nodes {
             let Some(raft) = node.raft() else { continue };
             let mut probe = node.probe.lock();
             self.checker.appended(id, &mut probe)?;
             self.checker.applied(id, &mut probe)?;
             let metrics = raft.metrics().borrow().clone();
-            if metrics.state == ServerState::Leader {
+            if metrics.running_state.is_err() {
+                stopped.push(id);
+            }
+            if metrics.state == ServerState::Leader
+                && self.checker.leader(id, metrics.current_term, &probe)?
+            {
                 let uncommitted_tail =
                     metrics.last_log_index > metrics.last_applied.map(|id| id.index);
-                if self.checker.leader(id, metrics.current_term, &probe)? {
-                    self.tally.bump("elections");
-                    if self.checker.leaders.len() > 1 {
-                        self.tally.bump("leader-changes");
-                        if uncommitted_tail {
-                            self.tally.bump("leader-change-with-uncommitted-tail");
-                        }
-                    }
-                    if self.trace.keeps_lines() {
-                        self.trace
-                            .note(id, format!("leads in term {}", metrics.current_term));
+                self.tally.bump("elections");
+                if self.checker.leaders.len() > 1 {
+                    self.tally.bump("leader-changes");
+                    if uncommitted_tail {
+                        self.tally.bump("leader-change-with-uncommitted-tail");
                     }
                 }
+                if self.trace.keeps_lines() {
+                    self.trace
+                        .note(id, format!("leads in term {}", metrics.current_term));
+                }
             }
+        }
+        for id in stopped {
+            // openraft stopped the node (a store or state-machine error it
+            // cannot go on from): the process exits, a supervisor restarts
+            // it.
+            self.tally.bump("storage-errors");
+            self.trace.note(id, "openraft stopped: process exits, restarts in 20 ms");
+            let node = self.nodes.get_mut(&id).expect("node");
+            node.kill(&self.exec, &self.net);
+            self.schedule(20, Later::Restart(id));
         }
         Ok(())
     }
@@ -103,6 +179,11 @@ impl Cluster<'_> {
     }
 
     pub(super) fn act(&mut self, action: &Action) -> Result<(), Violation> {
+        if let Some(node) = action.node()
+            && !self.nodes.contains_key(&node)
+        {
+            return Ok(());
+        }
         if self.trace.keeps_lines() {
             self.trace.note(0, format!("action {action:?}"));
         }

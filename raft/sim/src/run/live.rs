@@ -35,15 +35,26 @@ impl Cluster<'_> {
                     self.tally.bump("liveness-excused");
                     self.trace
                         .note(0, format!("liveness lost ({why}), excused: {excuse}"));
+                    if self.excused.is_some() {
+                        return Ok(());
+                    }
                     return self.history.check(&self.checker.model, false);
+                }
+                None if self.excused.is_some() => {
+                    self.tally.bump("liveness-excused");
+                    return Ok(());
                 }
                 None => {
                     return Err(format!(
-                        "liveness: {why} within {} ms of the faults stopping",
-                        self.plan.liveness_ms
+                        "liveness: {why} within {} ms of the faults stopping; {}",
+                        self.plan.liveness_ms,
+                        self.describe_nodes()
                     ));
                 }
             },
+        }
+        if self.excused.is_some() {
+            return Ok(());
         }
         self.history.check(&self.checker.model, true)
     }
@@ -135,24 +146,61 @@ impl Cluster<'_> {
             })
     }
 
-    /// The fault outside Raft's model that explains a lost liveness: more
-    /// voters' disks refused than a majority allows.
-    fn liveness_excuse(&self) -> Option<String> {
-        let refused: Vec<String> = self
-            .voters
+    /// Each node's state in a few words, for a liveness failure.
+    fn describe_nodes(&self) -> String {
+        let nodes: Vec<String> = self
+            .nodes
             .iter()
-            .filter_map(|id| match &self.nodes[id].status {
-                Status::Refused(why) => Some(format!("node {id}: {why}")),
-                _ => None,
+            .map(|(&id, node)| match &node.status {
+                Status::Up(raft) => {
+                    let metrics = raft.metrics().borrow().clone();
+                    format!(
+                        "n{id}: {:?} term {} applied {:?} last {:?} purged {:?} {:?}, {} tasks",
+                        metrics.state,
+                        metrics.current_term,
+                        metrics.last_applied.map(|id| id.index),
+                        metrics.last_log_index,
+                        metrics.purged.map(|id| id.index),
+                        metrics.running_state,
+                        self.exec.task_count(id)
+                    )
+                }
+                Status::Down => format!("n{id}: down"),
+                Status::Refused(why) => format!("n{id}: refused ({why})"),
             })
             .collect();
-        (refused.len() * 2 >= self.voters.len()).then(|| {
-            format!(
-                "{} of {} voters' disks refused to open: {}",
-                refused.len(),
-                self.voters.len(),
-                refused.join("; ")
-            )
-        })
+        nodes.join("; ")
+    }
+
+    /// The fault outside Raft's model that explains a lost liveness: more
+    /// voters' disks refused than a majority allows, in some configuration
+    /// of the membership (a joint one needs a majority of each).
+    fn liveness_excuse(&self) -> Option<String> {
+        let running = self
+            .nodes
+            .values()
+            .filter_map(|node| node.raft())
+            .map(|raft| raft.metrics().borrow().clone())
+            .max_by_key(|metrics| metrics.current_term);
+        // With no node running, the voters the harness last asked for.
+        let configs: Vec<std::collections::BTreeSet<u64>> = match running {
+            Some(metrics) => metrics.membership_config.membership().get_joint_config().clone(),
+            None => vec![self.voters.iter().copied().collect()],
+        };
+        let refused = |id: &u64| match self.nodes.get(id).map(|node| &node.status) {
+            Some(Status::Refused(why)) => Some(format!("node {id}: {why}")),
+            _ => None,
+        };
+        configs.iter().find_map(|voters| {
+                let lost: Vec<String> = voters.iter().filter_map(refused).collect();
+                (lost.len() * 2 >= voters.len()).then(|| {
+                    format!(
+                        "{} of the {} voters {voters:?} refused to open: {}",
+                        lost.len(),
+                        voters.len(),
+                        lost.join("; ")
+                    )
+                })
+            })
     }
 }

@@ -71,6 +71,12 @@ pub(crate) struct Cluster<'p> {
     /// The last version each client saw of each stream.
     seen_versions: Arc<Mutex<BTreeMap<(u64, String), u64>>>,
     faults_on: bool,
+    /// Set once a node's amnesia is excused (see `act.rs`).
+    excused: Option<String>,
+    /// Set once an `initialize` was taken (or refused as done already).
+    initialized: Arc<std::sync::atomic::AtomicBool>,
+    /// When the harness last asked for an `initialize`.
+    initialize_asked_ns: u64,
 }
 
 /// Runs `plan` (its actions where `keep` says, all if `None`); keeps the
@@ -158,6 +164,9 @@ impl<'p> Cluster<'p> {
             learners: Vec::new(),
             seen_versions: Arc::default(),
             faults_on: true,
+            excused: None,
+            initialized: Arc::default(),
+            initialize_asked_ns: 0,
         }
     }
 
@@ -184,6 +193,12 @@ impl<'p> Cluster<'p> {
             self.drain()?;
             self.check()?;
             let now = self.exec.now_ns();
+            if !self.initialized.load(std::sync::atomic::Ordering::Relaxed)
+                && now >= self.initialize_asked_ns + 200 * NS_PER_MS
+            {
+                self.initialize_asked_ns = now;
+                self.initialize()?;
+            }
             if let Some((&(at, seq), _)) = self.later.first_key_value()
                 && at <= now
             {
@@ -330,6 +345,10 @@ impl<'p> Cluster<'p> {
         }
         if violation.is_some() {
             self.tally.bump("violations");
+        }
+        if let Some(excuse) = &self.excused {
+            self.trace.note(0, format!("run excused: {excuse}"));
+            self.tally.bump("runs-excused");
         }
         let digest = self.trace.digest();
         let trace = self.trace.lines();
