@@ -160,7 +160,10 @@ impl<C> StateMachine<C> {
 
     /// A state machine whose snapshots are kept durably in `dir` on
     /// `vfs`, starting from the last one saved there.
-    pub fn durable(vfs: Arc<dyn Vfs>, dir: &Path) -> std::result::Result<StateMachine<C>, crate::Error> {
+    pub fn durable(
+        vfs: Arc<dyn Vfs>,
+        dir: &Path,
+    ) -> std::result::Result<StateMachine<C>, crate::Error> {
         let file = SnapshotFile::new(vfs, dir)?;
         let saved = file.load()?;
         let machine = StateMachine::new();

@@ -54,7 +54,9 @@ pub struct SnapshotFile {
 
 impl std::fmt::Debug for SnapshotFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SnapshotFile").field("dir", &self.dir).finish()
+        f.debug_struct("SnapshotFile")
+            .field("dir", &self.dir)
+            .finish()
     }
 }
 
@@ -75,6 +77,9 @@ impl SnapshotFile {
             Ok(file) => {
                 let mut bytes = vec![0; file.len()? as usize];
                 read_exact_at(file.as_ref(), &mut bytes, 0)?;
+                // Durable before it is believed, as `raft.meta` (meta.rs).
+                file.sync_data()?;
+                self.vfs.sync_dir(&self.dir)?;
                 bytes
             }
             Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -119,12 +124,17 @@ fn decode(bytes: &[u8]) -> Result<Saved, String> {
     }
     let version = u32::from_le_bytes(header[8..12].try_into().expect("4 bytes"));
     if version != FORMAT_VERSION {
-        return Err(format!("format version {version}, expected {FORMAT_VERSION}"));
+        return Err(format!(
+            "format version {version}, expected {FORMAT_VERSION}"
+        ));
     }
     let crc = u32::from_le_bytes(header[12..16].try_into().expect("4 bytes"));
     let len = u64::from_le_bytes(header[16..24].try_into().expect("8 bytes"));
     if len > BODY_BYTES_MAX || len != body.len() as u64 {
-        return Err(format!("body length {len}, but {} bytes follow", body.len()));
+        return Err(format!(
+            "body length {len}, but {} bytes follow",
+            body.len()
+        ));
     }
     if durlog::crc32c(body) != crc {
         return Err("checksum mismatch".to_owned());

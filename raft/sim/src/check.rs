@@ -1,7 +1,12 @@
 //! The checkers, run after every instant of simulated time on what the
 //! probes recorded since the last instant and on each node's metrics:
 //!
-//! - **Election safety**: at most one node leads in each term.
+//! - **Election safety**: every leader was elected by a quorum of every
+//!   configuration of its membership (the votes granted to it, as the
+//!   network carried them, and its own). openraft 0.9's leader ids are
+//!   (term, node): a node may grant a vote to a higher node id in the term
+//!   it already voted in, so two leaders of one term are legal; their
+//!   entries differ in log id, and log matching keeps them apart.
 //! - **Log matching**: two entries with the same index and log id carry the
 //!   same payload, and the entries before them have the same log id (each
 //!   appended entry checked against every earlier one with its id).
@@ -112,8 +117,8 @@ struct Seen {
 #[derive(Debug, Default)]
 pub struct Checker {
     pub model: Model,
-    /// The leader of each term, as metrics showed it.
-    pub leaders: BTreeMap<u64, u64>,
+    /// Every (term, node) seen leading.
+    pub leaders: std::collections::BTreeSet<(u64, u64)>,
     /// (index, log id) -> (payload, previous log id if known).
     entries: BTreeMap<(u64, LogId<u64>), (u64, Option<LogId<u64>>)>,
     seen: BTreeMap<u64, Seen>,
@@ -121,18 +126,32 @@ pub struct Checker {
 
 impl Checker {
     /// Election safety and leader completeness for `node`, which metrics
-    /// show leading in `term`. Returns true if it is new in that term.
-    pub fn leader(&mut self, node: u64, term: u64, probe: &ProbeState) -> Result<bool, Violation> {
-        match self.leaders.get(&term) {
-            Some(&other) if other != node => {
+    /// show leading in `term` with `configs` as its membership, elected by
+    /// `grants`. Returns true if it is new as that leader.
+    pub fn leader(
+        &mut self,
+        node: u64,
+        term: u64,
+        configs: &[std::collections::BTreeSet<u64>],
+        grants: &std::collections::BTreeSet<u64>,
+        probe: &ProbeState,
+    ) -> Result<bool, Violation> {
+        if !self.leaders.insert((term, node)) {
+            return Ok(false);
+        }
+        for config in configs {
+            let votes = config
+                .iter()
+                .filter(|&&voter| voter == node || grants.contains(&voter))
+                .count();
+            // A single-voter configuration elects itself.
+            if votes * 2 <= config.len() {
                 return Err(format!(
-                    "election safety: nodes {other} and {node} both lead in term {term}"
+                    "election safety: node {node} leads in term {term} with the votes of \
+                     {grants:?} (and its own), not a majority of {config:?}"
                 ));
             }
-            Some(_) => return Ok(false),
-            None => {}
         }
-        self.leaders.insert(term, node);
         let after_purged = probe.last_purged.map_or(0, |id| id.index + 1);
         for (&index, committed) in self.model.committed.range(after_purged..) {
             match probe.log.get(&index) {

@@ -231,7 +231,13 @@ fn repro(seed: u64, off: &[FaultClass], keep: Option<String>, trace: bool) -> Ex
     let keep: Option<Vec<bool>> = keep.map(|mask| mask.chars().map(|c| c == '1').collect());
     let outcome = run(&plan, keep.as_deref(), trace);
     if trace {
-        println!("plan: {:?}", Plan { steps: Vec::new(), ..plan.clone() });
+        println!(
+            "plan: {:?}",
+            Plan {
+                steps: Vec::new(),
+                ..plan.clone()
+            }
+        );
     }
     for line in &outcome.trace {
         println!("{line}");

@@ -86,6 +86,8 @@ struct State {
     /// Directed links that drop every message: (from, to).
     cut: BTreeSet<(NodeId, NodeId)>,
     counts: NetCounts,
+    /// (term, candidate) -> the nodes that granted it their vote.
+    grants: BTreeMap<(u64, NodeId), BTreeSet<NodeId>>,
     /// Faults on: after the liveness phase begins, the network is quiet.
     faulty: bool,
 }
@@ -113,6 +115,7 @@ impl Network {
                 nodes: BTreeMap::new(),
                 cut: BTreeSet::new(),
                 counts: NetCounts::default(),
+                grants: BTreeMap::new(),
                 faulty: true,
             })),
             trace,
@@ -221,9 +224,24 @@ impl Network {
         node
     }
 
-    fn count_vote(&self, granted: bool) {
+    /// Who granted their vote to `candidate` in `term`.
+    pub fn grants(&self, term: u64, candidate: NodeId) -> BTreeSet<NodeId> {
+        let state = self.lock();
+        state
+            .grants
+            .get(&(term, candidate))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn count_vote(&self, granted: bool, term: u64, candidate: NodeId, voter: NodeId) {
         let mut state = self.lock();
         if granted {
+            state
+                .grants
+                .entry((term, candidate))
+                .or_default()
+                .insert(voter);
             state.counts.votes_granted += 1;
         } else {
             state.counts.votes_refused += 1;
@@ -417,12 +435,29 @@ impl RaftNetwork<SimConfig> for Connection {
     ) -> RpcResult<VoteResponse<NodeId>, RaftError<NodeId>> {
         let deliver = |node: Node, request| async move { node.vote(request).await };
         let (from, to, ttl) = (self.from, self.to, option.hard_ttl());
+        let asked = request.vote;
         let response = self
             .network
             .call(from, to, "vote", request, ttl, deliver)
             .await;
         if let Ok(response) = &response {
-            self.network.count_vote(response.vote_granted);
+            let term = asked.leader_id().term;
+            self.network
+                .count_vote(response.vote_granted, term, from, to);
+            if self.network.trace.keeps_lines() {
+                let verdict = if response.vote_granted {
+                    "granted"
+                } else {
+                    "refused"
+                };
+                self.network.trace.note(
+                    to,
+                    format!(
+                        "{verdict} vote {asked} to n{from} (holds {})",
+                        response.vote
+                    ),
+                );
+            }
         }
         response
     }

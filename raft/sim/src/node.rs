@@ -129,7 +129,8 @@ impl Node {
         let vfs: Arc<dyn durlog::vfs::Vfs> = Arc::new(self.vfs.clone());
         let store = LogStore::<SimConfig>::open_with(vfs, Path::new(STORE_DIR), options, tuning)
             .map_err(|error| StartError::of(&error, ""))?
-            .with_disk_work(DiskWork::Inline);
+            .with_disk_work(DiskWork::Inline)
+            .with_leader_restore(false);
         self.reset_probe(&store).map_err(StartError::Refused)?;
         let vfs: Arc<dyn durlog::vfs::Vfs> = Arc::new(self.vfs.clone());
         let machine = StateMachine::<SimConfig>::durable(vfs, Path::new(STORE_DIR))

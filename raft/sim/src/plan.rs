@@ -463,7 +463,11 @@ fn draw_steps(rng: &mut ChaCha8Rng, plan: &Plan) -> Vec<Step> {
     let mut at_ms = plan.raft.election_max_ms * 2;
     // Bit rot past a minority of the voters is outside Raft's model (and
     // excused): one seed in eight goes there, the others stay within f.
-    let rot_max = if rng.random_range(0..8u32) == 0 { plan.voters } else { (plan.voters - 1) / 2 };
+    let rot_max = if rng.random_range(0..8u32) == 0 {
+        plan.voters
+    } else {
+        (plan.voters - 1) / 2
+    };
     let mut rotted: BTreeSet<u64> = BTreeSet::new();
     while at_ms < plan.safety_ms {
         let mut roll = rng.random_range(0..total.max(1));

@@ -122,6 +122,19 @@ impl Trace {
         });
     }
 
+    /// Adds a line to the trace only (not to the digest): what a node's
+    /// disk did, which its own digest covers.
+    pub fn line(&self, node: NodeId, what: impl std::fmt::Display) {
+        let now_ns = exec::try_with(|inner| inner.now_ns()).unwrap_or(0);
+        let mut state = self.state.lock().expect("trace");
+        if let Some(lines) = &mut state.lines {
+            lines.push(format!(
+                "{:>10.3} ms  n{node} disk: {what}",
+                now_ns as f64 / 1e6
+            ));
+        }
+    }
+
     /// True if lines are kept: callers skip building notes' text otherwise.
     pub fn keeps_lines(&self) -> bool {
         self.state.lock().expect("trace").lines.is_some()

@@ -32,7 +32,10 @@ impl Cluster<'_> {
         let claims = std::mem::take(&mut node.probe.lock().claims);
         let vote = node.probe.lock().vote;
         let first_boot = node.boots == 0;
-        match node.start(&self.exec, &self.net, &self.config) {
+        let started = node.start(&self.exec, &self.net, &self.config);
+        self.disk_lines(id);
+        let node = self.nodes.get_mut(&id).expect("node");
+        match started {
             Ok(()) => {}
             Err(StartError::Io(why) | StartError::Refused(why)) if node.vfs.is_halted() => {
                 node.probe.lock().claims = claims;
@@ -44,7 +47,8 @@ impl Cluster<'_> {
             }
             Err(StartError::Io(why)) => {
                 node.probe.lock().claims = claims;
-                self.trace.note(id, format!("Open failed: {why}; retries in 100 ms"));
+                self.trace
+                    .note(id, format!("Open failed: {why}; retries in 100 ms"));
                 self.tally.bump("open-failed-io");
                 self.schedule(100, Later::Restart(id));
                 return Ok(());
@@ -101,7 +105,11 @@ impl Cluster<'_> {
             .collect();
         // The operator retries on whichever voter is up until one takes it
         // (a voter's store may fail at its first write).
-        let Some(raft) = self.voters.iter().find_map(|id| self.nodes[id].raft().cloned()) else {
+        let Some(raft) = self
+            .voters
+            .iter()
+            .find_map(|id| self.nodes[id].raft().cloned())
+        else {
             return Ok(());
         };
         let initialized = self.initialized.clone();
@@ -135,8 +143,17 @@ impl Cluster<'_> {
             if metrics.running_state.is_err() {
                 stopped.push(id);
             }
-            if metrics.state == ServerState::Leader
-                && self.checker.leader(id, metrics.current_term, &probe)?
+            let leading = metrics.state == ServerState::Leader;
+            let configs = metrics
+                .membership_config
+                .membership()
+                .get_joint_config()
+                .clone();
+            let grants = self.net.grants(metrics.current_term, id);
+            if leading
+                && self
+                    .checker
+                    .leader(id, metrics.current_term, &configs, &grants, &probe)?
             {
                 let uncommitted_tail =
                     metrics.last_log_index > metrics.last_applied.map(|id| id.index);
@@ -158,7 +175,8 @@ impl Cluster<'_> {
             // cannot go on from): the process exits, a supervisor restarts
             // it.
             self.tally.bump("storage-errors");
-            self.trace.note(id, "openraft stopped: process exits, restarts in 20 ms");
+            self.trace
+                .note(id, "openraft stopped: process exits, restarts in 20 ms");
             let node = self.nodes.get_mut(&id).expect("node");
             node.kill(&self.exec, &self.net);
             self.schedule(20, Later::Restart(id));

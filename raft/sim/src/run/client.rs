@@ -62,6 +62,9 @@ impl Cluster<'_> {
             },
         };
         let (history, versions) = (self.history.clone(), self.seen_versions.clone());
+        let trace = self.trace.clone();
+        self.trace
+            .note(target, format!("op {id}: write {request:?}"));
         let key = (client, request.stream.clone());
         self.exec.spawn_as(HARNESS, async move {
             let answer = race(raft.client_write(request), Sleep::new(CLIENT_TIMEOUT)).await;
@@ -77,6 +80,7 @@ impl Cluster<'_> {
                 }
                 _ => Outcome::Unknown,
             };
+            trace.note(0, format!("op {id} done: {outcome:?}"));
             history.complete(id, now_ns(), outcome);
         });
     }
@@ -92,7 +96,8 @@ impl Cluster<'_> {
         };
         let stream = format!("s{stream}");
         let id = self.new_op(client, &stream, false);
-        let history = self.history.clone();
+        let (history, trace) = (self.history.clone(), self.trace.clone());
+        self.trace.note(target, format!("op {id}: read {stream}"));
         self.exec.spawn_as(HARNESS, async move {
             let read = async {
                 let read_log_id = raft.ensure_linearizable().await.ok()?;
@@ -109,6 +114,7 @@ impl Cluster<'_> {
                 Some((index, version)) => Outcome::Read { index, version },
                 None => Outcome::Unknown,
             };
+            trace.note(0, format!("op {id} done: {outcome:?}"));
             history.complete(id, now_ns(), outcome);
         });
     }

@@ -184,7 +184,11 @@ impl Cluster<'_> {
             .max_by_key(|metrics| metrics.current_term);
         // With no node running, the voters the harness last asked for.
         let configs: Vec<std::collections::BTreeSet<u64>> = match running {
-            Some(metrics) => metrics.membership_config.membership().get_joint_config().clone(),
+            Some(metrics) => metrics
+                .membership_config
+                .membership()
+                .get_joint_config()
+                .clone(),
             None => vec![self.voters.iter().copied().collect()],
         };
         let refused = |id: &u64| match self.nodes.get(id).map(|node| &node.status) {
@@ -192,15 +196,15 @@ impl Cluster<'_> {
             _ => None,
         };
         configs.iter().find_map(|voters| {
-                let lost: Vec<String> = voters.iter().filter_map(refused).collect();
-                (lost.len() * 2 >= voters.len()).then(|| {
-                    format!(
-                        "{} of the {} voters {voters:?} refused to open: {}",
-                        lost.len(),
-                        voters.len(),
-                        lost.join("; ")
-                    )
-                })
+            let lost: Vec<String> = voters.iter().filter_map(refused).collect();
+            (lost.len() * 2 >= voters.len()).then(|| {
+                format!(
+                    "{} of the {} voters {voters:?} refused to open: {}",
+                    lost.len(),
+                    voters.len(),
+                    lost.join("; ")
+                )
             })
+        })
     }
 }

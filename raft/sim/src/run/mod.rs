@@ -135,7 +135,7 @@ fn raft_config(plan: &Plan) -> Arc<Config> {
 impl<'p> Cluster<'p> {
     fn new(plan: &'p Plan, exec: Executor, trace: Trace) -> Cluster<'p> {
         let net = Network::new(plan.seed ^ 0x0e7_5eed, plan.net.clone(), trace.clone());
-        let nodes = plan
+        let nodes: BTreeMap<u64, Node> = plan
             .node_ids()
             .map(|id| {
                 let disk = &plan.disks[(id - 1) as usize];
@@ -145,6 +145,9 @@ impl<'p> Cluster<'p> {
                 )
             })
             .collect();
+        for node in nodes.values() {
+            node.vfs.set_trace_recording(trace.keeps_lines());
+        }
         Cluster {
             plan,
             exec,
@@ -237,6 +240,7 @@ impl<'p> Cluster<'p> {
         let Some(node) = self.nodes.get(&id) else {
             return Ok(());
         };
+        self.disk_lines(id);
         if node.vfs.is_halted() {
             let op = node.probe.lock().last_failed_op.unwrap_or("other");
             self.tally.bump(&format!("power-loss-in-{op}"));
@@ -257,6 +261,18 @@ impl<'p> Cluster<'p> {
             self.schedule(20, Later::Restart(id));
         }
         Ok(())
+    }
+
+    /// Moves what node `id`'s disk recorded into the trace's lines.
+    pub(crate) fn disk_lines(&self, id: u64) {
+        if !self.trace.keeps_lines() {
+            return;
+        }
+        let vfs = &self.nodes[&id].vfs;
+        for event in vfs.trace() {
+            self.trace.line(id, event);
+        }
+        vfs.clear_trace();
     }
 
     fn power_lost(&mut self, id: u64) {
