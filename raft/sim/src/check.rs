@@ -30,7 +30,7 @@ use std::collections::BTreeMap;
 use durlog_raft::events::{Applied as MachineState, EventResponse};
 use openraft::{EntryPayload, LogId, Vote};
 
-use crate::probe::{EntryKey, ProbeState};
+use crate::probe::{EntryKey, MachineEvent, ProbeState};
 
 /// A property broken, in words that name the node, the index and the ids.
 pub type Violation = String;
@@ -202,49 +202,73 @@ impl Checker {
         Ok(())
     }
 
-    /// State-machine safety for the applications `node` made since the
-    /// last look; returns how many entries were applied.
+    /// State-machine safety for what `node`'s state machine did since the
+    /// last look, in order; returns how many entries were applied.
     pub fn applied(&mut self, node: u64, probe: &mut ProbeState) -> Result<u64, Violation> {
-        let applied = std::mem::take(&mut probe.applied);
-        let installed = std::mem::take(&mut probe.installed);
-        let seen = self.seen.entry(node).or_default();
-        for (meta, state) in installed {
-            seen.last_applied = meta.last_log_id.map(|id| id.index);
-            let index = meta.last_log_id.map(|id| id.index);
-            if let Some(expected) = self.model.versions_at(index)
-                && expected != state.versions
-            {
-                return Err(format!(
-                    "snapshot install: node {node}'s state at {index:?} is {:?}, the committed \
-                     prefix gives {expected:?}",
-                    state.versions
-                ));
-            }
-        }
-        let count = applied.len() as u64;
-        for applied in applied {
-            let index = applied.key.log_id.index;
-            let expected_next = seen.last_applied.map_or(0, |last| last + 1);
-            if index != expected_next {
-                return Err(format!(
-                    "state-machine safety: node {node} applied index {index} after {:?}",
-                    seen.last_applied
-                ));
-            }
-            seen.last_applied = Some(index);
-            self.model.commit(&applied)?;
-            if let Some(expected) = self.model.responses.get(&index)
-                && *expected != applied.response
-                && !matches!(applied.entry.payload, EntryPayload::Membership(_))
-            {
-                return Err(format!(
-                    "state-machine safety: node {node} answered {:?} at index {index}, the replay \
-                     {expected:?}",
-                    applied.response
-                ));
+        let mut count = 0;
+        for event in std::mem::take(&mut probe.machine) {
+            match event {
+                MachineEvent::Installed(meta, state) => self.installed(node, &meta, &state)?,
+                MachineEvent::Applied(applied) => {
+                    count += 1;
+                    self.applied_one(node, &applied)?;
+                }
             }
         }
         Ok(count)
+    }
+
+    fn installed(
+        &mut self,
+        node: u64,
+        meta: &openraft::SnapshotMeta<u64, openraft::BasicNode>,
+        state: &MachineState,
+    ) -> Result<(), Violation> {
+        let index = meta.last_log_id.map(|id| id.index);
+        let seen = self.seen.entry(node).or_default();
+        if index < seen.last_applied {
+            return Err(format!(
+                "state-machine safety: node {node} installed a snapshot at {index:?} over \
+                 applied {:?}",
+                seen.last_applied
+            ));
+        }
+        seen.last_applied = index;
+        match self.model.versions_at(index) {
+            Some(expected) if expected != state.versions => Err(format!(
+                "snapshot install: node {node}'s state at {index:?} is {:?}, the committed \
+                 prefix gives {expected:?}",
+                state.versions
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    fn applied_one(&mut self, node: u64, applied: &crate::probe::Applied) -> Result<(), Violation> {
+        let index = applied.key.log_id.index;
+        let seen = self.seen.entry(node).or_default();
+        let expected_next = seen.last_applied.map_or(0, |last| last + 1);
+        if index != expected_next {
+            return Err(format!(
+                "state-machine safety: node {node} applied index {index} after {:?}",
+                seen.last_applied
+            ));
+        }
+        seen.last_applied = Some(index);
+        self.model.commit(applied)?;
+        match self.model.responses.get(&index) {
+            Some(expected)
+                if *expected != applied.response
+                    && !matches!(applied.entry.payload, EntryPayload::Membership(_)) =>
+            {
+                Err(format!(
+                    "state-machine safety: node {node} answered {:?} at index {index}, the \
+                     replay {expected:?}",
+                    applied.response
+                ))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// After `node` restarted: its recovered log (in `probe`, just reset)

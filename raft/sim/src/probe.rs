@@ -65,6 +65,14 @@ impl EntryKey {
     }
 }
 
+/// What a node's state machine did.
+#[derive(Clone, Debug)]
+pub enum MachineEvent {
+    Applied(Applied),
+    /// A snapshot installed: its meta and the state it holds.
+    Installed(SnapshotMeta<u64, BasicNode>, durlog_raft::events::Applied),
+}
+
 /// One application of an entry by a node's state machine.
 #[derive(Clone, Debug)]
 pub struct Applied {
@@ -81,10 +89,10 @@ pub struct ProbeState {
     pub log: std::collections::BTreeMap<u64, EntryKey>,
     pub last_purged: Option<Id>,
     pub vote: Option<Vote<u64>>,
-    /// Applications not yet checked.
-    pub applied: Vec<Applied>,
-    /// Snapshots installed not yet checked: (meta, the state they hold).
-    pub installed: Vec<(SnapshotMeta<u64, BasicNode>, durlog_raft::events::Applied)>,
+    /// Applications and snapshot installs not yet checked, in order.
+    pub machine: Vec<MachineEvent>,
+    /// A truncation under way from this index (a crash may leave it done).
+    pub truncating: Option<u64>,
     /// Entries the node told someone are durable (its store's append
     /// returned, or it answered an AppendEntries with success), not since
     /// truncated or purged by a call that returned: a restart must show
@@ -207,9 +215,11 @@ impl RaftLogStorage<SimConfig> for ProbedStore {
     }
 
     async fn truncate(&mut self, log_id: Id) -> StorageResult<()> {
+        self.probe.lock().truncating = Some(log_id.index);
         let result = self.inner.truncate(log_id).await;
         if result.is_ok() {
             let mut probe = self.probe.lock();
+            probe.truncating = None;
             probe.truncations += 1;
             let removed = probe.log.split_off(&log_id.index);
             probe.claims.split_off(&log_id.index);
@@ -275,11 +285,11 @@ impl RaftStateMachine<SimConfig> for ProbedMachine {
             Ok(responses) => {
                 for (entry, response) in entries.into_iter().zip(responses) {
                     let key = EntryKey::of(&entry);
-                    probe.applied.push(Applied {
+                    probe.machine.push(MachineEvent::Applied(Applied {
                         entry,
                         key,
                         response: response.clone(),
-                    });
+                    }));
                 }
             }
             Err(_) => probe.storage_errors += 1,
@@ -305,7 +315,8 @@ impl RaftStateMachine<SimConfig> for ProbedMachine {
         match &result {
             Ok(()) => {
                 probe.snapshots_installed += 1;
-                probe.installed.push((meta.clone(), self.inner.applied()));
+                let state = self.inner.applied();
+                probe.machine.push(MachineEvent::Installed(meta.clone(), state));
             }
             Err(_) => probe.storage_errors += 1,
         }

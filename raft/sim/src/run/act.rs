@@ -25,11 +25,14 @@ impl Cluster<'_> {
                 self.checker.applied(id, &mut probe)?;
             }
             probe.new_entries.clear();
-            probe.applied.clear();
-            probe.installed.clear();
+            probe.machine.clear();
             self.errors_seen.insert(id, probe.storage_errors);
         }
-        let claims = std::mem::take(&mut node.probe.lock().claims);
+        let mut claims = std::mem::take(&mut node.probe.lock().claims);
+        // A truncation under way when the process died may be done (whole).
+        if let Some(from) = node.probe.lock().truncating.take() {
+            claims.split_off(&from);
+        }
         let vote = node.probe.lock().vote;
         let first_boot = node.boots == 0;
         let started = node.start(&self.exec, &self.net, &self.config);

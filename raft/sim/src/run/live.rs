@@ -181,7 +181,27 @@ impl Cluster<'_> {
             .values()
             .filter_map(|node| node.raft())
             .map(|raft| raft.metrics().borrow().clone())
-            .max_by_key(|metrics| metrics.current_term);
+            .max_by_key(|metrics| metrics.membership_config.log_id().map(|id| id.index));
+        let formed = running
+            .as_ref()
+            .is_some_and(|metrics| metrics.membership_config.membership().voter_ids().next().is_some());
+        if !formed {
+            let lost: Vec<String> = self
+                .nodes
+                .iter()
+                .filter_map(|(id, node)| match &node.status {
+                    Status::Refused(why) => Some(format!("node {id}: {why}")),
+                    _ => None,
+                })
+                .collect();
+            if !lost.is_empty() {
+                return Some(format!(
+                    "the cluster never formed: no running node holds a membership, and the disks \
+                     that could have held it refused to open: {}",
+                    lost.join("; ")
+                ));
+            }
+        }
         // With no node running, the voters the harness last asked for.
         let configs: Vec<std::collections::BTreeSet<u64>> = match running {
             Some(metrics) => metrics
