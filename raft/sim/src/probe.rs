@@ -316,7 +316,9 @@ impl RaftStateMachine<SimConfig> for ProbedMachine {
             Ok(()) => {
                 probe.snapshots_installed += 1;
                 let state = self.inner.applied();
-                probe.machine.push(MachineEvent::Installed(meta.clone(), state));
+                probe
+                    .machine
+                    .push(MachineEvent::Installed(meta.clone(), state));
             }
             Err(_) => probe.storage_errors += 1,
         }

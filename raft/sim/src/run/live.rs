@@ -155,14 +155,15 @@ impl Cluster<'_> {
                 Status::Up(raft) => {
                     let metrics = raft.metrics().borrow().clone();
                     format!(
-                        "n{id}: {:?} term {} applied {:?} last {:?} purged {:?} {:?}, {} tasks",
+                        "n{id}: {:?} term {} applied {:?} last {:?} purged {:?} {:?}, {} tasks, members {:?}",
                         metrics.state,
                         metrics.current_term,
                         metrics.last_applied.map(|id| id.index),
                         metrics.last_log_index,
                         metrics.purged.map(|id| id.index),
                         metrics.running_state,
-                        self.exec.task_count(id)
+                        self.exec.task_count(id),
+                        metrics.membership_config.membership().get_joint_config()
                     )
                 }
                 Status::Down => format!("n{id}: down"),
@@ -182,9 +183,14 @@ impl Cluster<'_> {
             .filter_map(|node| node.raft())
             .map(|raft| raft.metrics().borrow().clone())
             .max_by_key(|metrics| metrics.membership_config.log_id().map(|id| id.index));
-        let formed = running
-            .as_ref()
-            .is_some_and(|metrics| metrics.membership_config.membership().voter_ids().next().is_some());
+        let formed = running.as_ref().is_some_and(|metrics| {
+            metrics
+                .membership_config
+                .membership()
+                .voter_ids()
+                .next()
+                .is_some()
+        });
         if !formed {
             let lost: Vec<String> = self
                 .nodes
