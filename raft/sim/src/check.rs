@@ -17,8 +17,9 @@
 //!   node, is of the same entry; a node applies indexes in order; the
 //!   response is the one a replay of the committed prefix gives.
 //! - **Durability**: after a restart, a node's log holds every entry it
-//!   claimed durable (its store's append returned, or it acknowledged the
-//!   entry), or its purge point covers it; its vote did not go back.
+//!   claimed durable (its store's append returned), or its purge point
+//!   covers it; nothing a returned truncation removed came back; its vote
+//!   did not go back.
 //! - **Restart**: a node's state machine, after a restart or a snapshot
 //!   install, holds exactly the replay of the committed prefix it claims.
 //!
@@ -279,6 +280,7 @@ impl Checker {
         node: u64,
         probe: &ProbeState,
         claims: &BTreeMap<u64, LogId<u64>>,
+        removed: &BTreeMap<u64, LogId<u64>>,
         vote: Option<Vote<u64>>,
         state: &MachineState,
     ) -> Result<(), Violation> {
@@ -292,6 +294,18 @@ impl Checker {
                 return Err(format!(
                     "durability: node {node} claimed {log_id} durable at index {index}, its \
                      recovered log holds {held:?} (purged up to {purged:?})"
+                ));
+            }
+        }
+        for (&index, &log_id) in removed {
+            if probe
+                .log
+                .get(&index)
+                .is_some_and(|key| key.log_id == log_id)
+            {
+                return Err(format!(
+                    "durability: node {node}'s truncation removed {log_id} at index {index} and \
+                     returned, but its recovered log holds it again"
                 ));
             }
         }

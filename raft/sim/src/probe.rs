@@ -93,6 +93,9 @@ pub struct ProbeState {
     pub machine: Vec<MachineEvent>,
     /// A truncation under way from this index (a crash may leave it done).
     pub truncating: Option<u64>,
+    /// Entries that returned truncations removed, not appended again since:
+    /// a restart must not show them.
+    pub removed: std::collections::BTreeMap<u64, Id>,
     /// Entries the node told someone are durable (its store's append
     /// returned, or it answered an AppendEntries with success), not since
     /// truncated or purged by a call that returned: a restart must show
@@ -207,6 +210,7 @@ impl RaftLogStorage<SimConfig> for ProbedStore {
                         .map(|prev| prev.log_id);
                     probe.log.insert(index, key);
                     probe.claims.insert(index, key.log_id);
+                    probe.removed.remove(&index);
                     probe.new_entries.push((key, prev));
                 }
             }
@@ -223,6 +227,9 @@ impl RaftLogStorage<SimConfig> for ProbedStore {
             probe.truncations += 1;
             let removed = probe.log.split_off(&log_id.index);
             probe.claims.split_off(&log_id.index);
+            for (&index, key) in &removed {
+                probe.removed.insert(index, key.log_id);
+            }
             probe.truncations_removing += u64::from(!removed.is_empty());
         }
         self.failed_in("truncate", result)
@@ -237,6 +244,8 @@ impl RaftLogStorage<SimConfig> for ProbedStore {
             probe.log = kept;
             let kept = probe.claims.split_off(&(log_id.index + 1));
             probe.claims = kept;
+            let kept = probe.removed.split_off(&(log_id.index + 1));
+            probe.removed = kept;
             if probe.last_purged < Some(log_id) {
                 probe.last_purged = Some(log_id);
             }

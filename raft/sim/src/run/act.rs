@@ -29,9 +29,12 @@ impl Cluster<'_> {
             self.errors_seen.insert(id, probe.storage_errors);
         }
         let mut claims = std::mem::take(&mut node.probe.lock().claims);
-        // A truncation under way when the process died may be done (whole).
+        // A truncation under way when the process died may be done (whole),
+        // or not at all.
+        let mut removed = std::mem::take(&mut node.probe.lock().removed);
         if let Some(from) = node.probe.lock().truncating.take() {
             claims.split_off(&from);
+            removed.split_off(&from);
         }
         let vote = node.probe.lock().vote;
         let first_boot = node.boots == 0;
@@ -69,7 +72,9 @@ impl Cluster<'_> {
         let state = node.machine.as_ref().expect("started").applied();
         if !first_boot && self.excused.is_none() {
             let probe = node.probe.lock();
-            let checked = self.checker.restarted(id, &probe, &claims, vote, &state);
+            let checked = self
+                .checker
+                .restarted(id, &probe, &claims, &removed, vote, &state);
             drop(probe);
             if let Err(violation) = checked {
                 return self.amnesia(id, violation);
@@ -158,8 +163,13 @@ impl Cluster<'_> {
                     .checker
                     .leader(id, metrics.current_term, &configs, &grants, &probe)?
             {
-                let uncommitted_tail =
-                    metrics.last_log_index > metrics.last_applied.map(|id| id.index);
+                // Entries of earlier terms past everything known committed:
+                // the new leader must commit or replace them.
+                let committed = self.checker.model.committed.keys().next_back().copied();
+                let uncommitted_tail = probe
+                    .log
+                    .range(committed.map_or(0, |index| index + 1)..)
+                    .any(|(_, key)| key.log_id.leader_id.term < metrics.current_term);
                 self.tally.bump("elections");
                 if self.checker.leaders.len() > 1 {
                     self.tally.bump("leader-changes");
