@@ -48,6 +48,9 @@ enum Command {
         /// How many failing seeds to shrink and trace.
         #[arg(long, default_value_t = 1)]
         shrink: usize,
+        /// Prints each seed's digest (to compare two campaigns seed by seed).
+        #[arg(long)]
+        digests: bool,
     },
     /// Replays one seed, with its trace.
     Repro {
@@ -172,6 +175,7 @@ fn run_command(
     fail_fast: bool,
     off: &[FaultClass],
     shrinks: usize,
+    digests: bool,
 ) -> ExitCode {
     let started = Instant::now();
     let results = campaign(seeds.clone(), jobs, fail_fast, off);
@@ -184,6 +188,9 @@ fn run_command(
         std::hash::Hasher::write_u64(&mut digest, seed);
         std::hash::Hasher::write_u64(&mut digest, outcome.digest);
         tally.merge(&outcome.tally);
+        if digests {
+            println!("seed {seed} digest {:016x}", outcome.digest);
+        }
         simulated_ns += outcome.simulated_ns;
         if let Some(violation) = &outcome.violation {
             violations += 1;
@@ -265,9 +272,10 @@ fn main() -> ExitCode {
             fail_fast,
             off,
             shrink,
+            digests,
         } => parse_seeds(&seeds)
             .and_then(|seeds| Ok((seeds, parse_off(&off)?)))
-            .map(|(seeds, off)| run_command(seeds, jobs, fail_fast, &off, shrink)),
+            .map(|(seeds, off)| run_command(seeds, jobs, fail_fast, &off, shrink, digests)),
         Command::Repro {
             seed,
             off,

@@ -86,7 +86,7 @@ impl Cluster<'_> {
     }
 
     /// A linearizable read of a stream's version: the leader confirms its
-    /// leadership (`ensure_linearizable`), then its state machine, once
+    /// leadership (`get_read_log_id`), then its state machine, once
     /// applied up to the read's log id, gives the version.
     pub(super) fn read(&mut self, client: u64, stream: u8) {
         let Some(target) = self.leader() else { return };
@@ -100,7 +100,11 @@ impl Cluster<'_> {
         self.trace.note(target, format!("op {id}: read {stream}"));
         self.exec.spawn_as(HARNESS, async move {
             let read = async {
-                let read_log_id = raft.ensure_linearizable().await.ok()?;
+                // `get_read_log_id`, then waiting here: `ensure_linearizable`
+                // waits through openraft's `Wait`, an unbiased `select!` on a
+                // `watch`, whose order comes from tokio's thread RNG (the
+                // one entropy this runtime cannot seed; README.md).
+                let (read_log_id, _) = raft.get_read_log_id().await.ok()?;
                 loop {
                     let state = machine.applied();
                     if state.last_applied >= read_log_id {
