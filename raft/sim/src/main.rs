@@ -51,6 +51,10 @@ enum Command {
         /// Prints each seed's digest (to compare two campaigns seed by seed).
         #[arg(long)]
         digests: bool,
+        /// Runs each seed twice in this process; a seed whose two digests
+        /// differ is a violation (nondeterminism).
+        #[arg(long)]
+        twice: bool,
     },
     /// Replays one seed, with its trace.
     Repro {
@@ -121,6 +125,7 @@ fn campaign(
     jobs: usize,
     fail_fast: bool,
     off: &[FaultClass],
+    twice: bool,
 ) -> BTreeMap<u64, Outcome> {
     let next = AtomicU64::new(seeds.start);
     let stop = AtomicBool::new(false);
@@ -135,7 +140,17 @@ fn campaign(
                     if seed >= seeds.end || stop.load(Ordering::Relaxed) {
                         return;
                     }
-                    let outcome = run(&plan_of(seed, off), None, false);
+                    let plan = plan_of(seed, off);
+                    let mut outcome = run(&plan, None, false);
+                    if twice {
+                        let again = run(&plan, None, false);
+                        if again.digest != outcome.digest && outcome.violation.is_none() {
+                            outcome.violation = Some(format!(
+                                "nondeterminism: digest {:016x}, then {:016x} in the same process",
+                                outcome.digest, again.digest
+                            ));
+                        }
+                    }
                     if outcome.violation.is_some() && fail_fast {
                         stop.store(true, Ordering::Relaxed);
                     }
@@ -169,16 +184,25 @@ fn print_shrunk(seed: u64, off: &[FaultClass], shrunk: &Shrunk) {
     }
 }
 
-fn run_command(
-    seeds: Range<u64>,
+/// How a campaign runs and what it prints.
+struct Options {
     jobs: usize,
     fail_fast: bool,
-    off: &[FaultClass],
     shrinks: usize,
     digests: bool,
-) -> ExitCode {
+    twice: bool,
+}
+
+fn run_command(seeds: Range<u64>, off: &[FaultClass], options: &Options) -> ExitCode {
+    let Options {
+        jobs,
+        fail_fast,
+        shrinks,
+        digests,
+        twice,
+    } = *options;
     let started = Instant::now();
-    let results = campaign(seeds.clone(), jobs, fail_fast, off);
+    let results = campaign(seeds.clone(), jobs, fail_fast, off, twice);
     let wall = started.elapsed().as_secs_f64();
     let mut digest = Fnv::default();
     let mut tally = Tally::default();
@@ -273,9 +297,19 @@ fn main() -> ExitCode {
             off,
             shrink,
             digests,
+            twice,
         } => parse_seeds(&seeds)
             .and_then(|seeds| Ok((seeds, parse_off(&off)?)))
-            .map(|(seeds, off)| run_command(seeds, jobs, fail_fast, &off, shrink, digests)),
+            .map(|(seeds, off)| {
+                let options = Options {
+                    jobs,
+                    fail_fast,
+                    shrinks: shrink,
+                    digests,
+                    twice,
+                };
+                run_command(seeds, &off, &options)
+            }),
         Command::Repro {
             seed,
             off,
