@@ -108,6 +108,9 @@ impl Model {
     }
 }
 
+/// An entry as first seen: its payload, and the log id before it.
+type FirstSeen = (u64, Option<LogId<u64>>);
+
 /// Per node, what the checkers remember between instants.
 #[derive(Debug, Default)]
 struct Seen {
@@ -121,7 +124,7 @@ pub struct Checker {
     /// Every (term, node) seen leading.
     pub leaders: std::collections::BTreeSet<(u64, u64)>,
     /// (index, log id) -> (payload, previous log id if known).
-    entries: BTreeMap<(u64, LogId<u64>), (u64, Option<LogId<u64>>)>,
+    entries: BTreeMap<(u64, LogId<u64>), FirstSeen>,
     seen: BTreeMap<u64, Seen>,
 }
 
@@ -329,5 +332,32 @@ impl Checker {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::Checker;
+    use crate::probe::ProbeState;
+
+    #[test]
+    fn a_leader_without_a_quorum_of_votes_is_a_violation() {
+        let mut checker = Checker::default();
+        let config: BTreeSet<u64> = [1, 2, 3].into_iter().collect();
+        let probe = ProbeState::default();
+        let alone = checker.leader(
+            1,
+            4,
+            std::slice::from_ref(&config),
+            &BTreeSet::new(),
+            &probe,
+        );
+        assert!(alone.is_err_and(|why| why.contains("election safety")));
+        let granted: BTreeSet<u64> = [3].into_iter().collect();
+        let elected = checker.leader(2, 5, std::slice::from_ref(&config), &granted, &probe);
+        assert_eq!(elected, Ok(true));
+        assert_eq!(checker.leader(2, 5, &[config], &granted, &probe), Ok(false));
     }
 }

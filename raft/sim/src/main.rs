@@ -156,7 +156,7 @@ fn campaign(
                     }
                     results.lock().expect("results").insert(seed, outcome);
                     let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
-                    if finished % 500 == 0 {
+                    if finished.is_multiple_of(500) {
                         eprintln!("{finished}/{total} seeds");
                     }
                 }

@@ -219,6 +219,5 @@ fn boot(
             return Err("Raft::new did not finish at once".to_owned());
         }
     }
-    let outcome = slot.lock().expect("boot slot").take().expect("filled");
-    outcome
+    slot.lock().expect("boot slot").take().expect("filled")
 }

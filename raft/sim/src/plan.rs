@@ -219,8 +219,11 @@ pub struct Plan {
 /// The weight of each kind of action, drawn per seed (swarm over the
 /// workload too).
 struct Mix {
-    weights: Vec<(u32, fn(&mut ChaCha8Rng, &Plan) -> Action)>,
+    weights: Vec<(u32, MakeAction)>,
 }
+
+/// Draws one action of a kind.
+type MakeAction = fn(&mut ChaCha8Rng, &Plan) -> Action;
 
 fn pick<T: Copy>(rng: &mut ChaCha8Rng, choices: &[T]) -> T {
     choices[rng.random_range(0..choices.len())]
@@ -372,7 +375,7 @@ fn draw_raft(rng: &mut ChaCha8Rng) -> RaftParams {
 }
 
 fn workload_mix(rng: &mut ChaCha8Rng, classes: &BTreeSet<FaultClass>) -> Mix {
-    let mut weights: Vec<(u32, fn(&mut ChaCha8Rng, &Plan) -> Action)> = vec![
+    let mut weights: Vec<(u32, MakeAction)> = vec![
         (pick(rng, &[20, 60]), |rng, plan| Action::Write {
             client: rng.random_range(0..3),
             stream: rng.random_range(0..3),

@@ -137,6 +137,8 @@ pub struct ProbedStore {
     pub probe: Probe,
 }
 
+// openraft's error type, passed through as its traits return it.
+#[allow(clippy::result_large_err)]
 impl ProbedStore {
     fn failed<T>(&self, result: StorageResult<T>) -> StorageResult<T> {
         self.failed_in("read", result)

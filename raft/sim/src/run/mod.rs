@@ -83,7 +83,7 @@ pub(crate) struct Cluster<'p> {
 /// trace's lines if `trace`.
 pub fn run(plan: &Plan, keep: Option<&[bool]>, trace: bool) -> Outcome {
     let traced = Trace::new(trace);
-    let exec = Executor::new(plan.seed ^ 0x5eed_0f_e1ec_7104);
+    let exec = Executor::new(plan.seed ^ 0x005e_ed0f_e1ec_7104);
     let entered = exec.enter();
     let mut cluster = Cluster::new(plan, exec, traced.clone());
     let result = catch_unwind(AssertUnwindSafe(|| cluster.run(keep)));
