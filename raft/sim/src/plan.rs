@@ -413,28 +413,8 @@ fn workload_mix(rng: &mut ChaCha8Rng, classes: &BTreeSet<FaultClass>) -> Mix {
         }
     };
     weights.push((fault(FaultClass::Partition, rng), |rng, plan| {
-        let cut = match rng.random_range(0..3u32) {
-            0 => {
-                let size = rng.random_range(1..=plan.voters / 2);
-                let mut set: Vec<u64> = Vec::new();
-                while (set.len() as u64) < size {
-                    let node = node_of(rng, plan);
-                    if !set.contains(&node) {
-                        set.push(node);
-                    }
-                }
-                set.sort_unstable();
-                Cut::Split(set)
-            }
-            1 => {
-                let from = node_of(rng, plan);
-                let to = node_of(rng, plan);
-                Cut::OneWay { from, to }
-            }
-            _ => Cut::IsolateLeader,
-        };
         Action::Partition {
-            cut,
+            cut: draw_cut(rng, plan),
             heal_ms: pick(rng, &[100, 500, 2_000]),
         }
     }));
@@ -455,6 +435,31 @@ fn workload_mix(rng: &mut ChaCha8Rng, classes: &BTreeSet<FaultClass>) -> Mix {
         }),
     );
     Mix { weights }
+}
+
+/// Which links a partition cuts.
+fn draw_cut(rng: &mut ChaCha8Rng, plan: &Plan) -> Cut {
+    match rng.random_range(0..3u32) {
+        0 => {
+            // A minority on one side: the majority side may go on.
+            let size = rng.random_range(1..=plan.voters / 2);
+            let mut set: Vec<u64> = Vec::new();
+            while (set.len() as u64) < size {
+                let node = node_of(rng, plan);
+                if !set.contains(&node) {
+                    set.push(node);
+                }
+            }
+            set.sort_unstable();
+            Cut::Split(set)
+        }
+        1 => {
+            let from = node_of(rng, plan);
+            let to = node_of(rng, plan);
+            Cut::OneWay { from, to }
+        }
+        _ => Cut::IsolateLeader,
+    }
 }
 
 fn draw_steps(rng: &mut ChaCha8Rng, plan: &Plan) -> Vec<Step> {

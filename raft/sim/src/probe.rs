@@ -269,7 +269,10 @@ impl RaftSnapshotBuilder<SimConfig> for ProbedMachine {
         let mut probe = self.probe.lock();
         match &result {
             Ok(_) => probe.snapshots_built += 1,
-            Err(_) => probe.storage_errors += 1,
+            Err(_) => {
+                probe.storage_errors += 1;
+                probe.last_failed_op = Some("snapshot");
+            }
         }
         result
     }
@@ -331,7 +334,10 @@ impl RaftStateMachine<SimConfig> for ProbedMachine {
                     .machine
                     .push(MachineEvent::Installed(meta.clone(), state));
             }
-            Err(_) => probe.storage_errors += 1,
+            Err(_) => {
+                probe.storage_errors += 1;
+                probe.last_failed_op = Some("snapshot");
+            }
         }
         result
     }

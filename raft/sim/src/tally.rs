@@ -25,6 +25,7 @@ pub const COVERAGE: &[&str] = &[
     "power-loss-in-save-vote",
     "power-loss-in-truncate",
     "power-loss-in-purge",
+    "power-loss-in-snapshot",
     "power-loss-in-recovery",
     "storage-errors",
     "restarts",
