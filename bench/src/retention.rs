@@ -37,10 +37,9 @@ fn appends(dir: &Path, writers: usize, retention: bool, seconds: f64) -> Result<
     };
     let log = Arc::new(Log::open(dir, options)?);
     if retention {
-        log.set_retention(Retention {
-            max_bytes: Some(KEEP_BYTES),
-            max_age: None,
-        });
+        log.set_retention(Retention::default().with(|retention| {
+            retention.max_bytes = Some(KEEP_BYTES);
+        }));
     }
     let deadline = Duration::from_secs_f64(seconds);
     let start = Instant::now();

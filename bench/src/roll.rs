@@ -53,10 +53,9 @@ fn one_round(dir: &Path, mode: NextSegment, size: usize, rolls: u64) -> Result<L
             segment_bytes: SEGMENT_BYTES,
             ..Options::default()
         },
-        Tuning {
-            next_segment: mode,
-            ..Tuning::default()
-        },
+        Tuning::default().with(|tuning| {
+            tuning.next_segment = mode;
+        }),
     )?;
     let events = [Event::new("bench", vec![0x5a; size])];
     let mut out = Latencies::default();

@@ -83,10 +83,9 @@ pub(crate) fn open_writer(
 ) -> Result<Log, CliError> {
     // One command per process: a next segment prepared ahead would only be
     // removed by the next process's Open, so none is.
-    let tuning = Tuning {
-        next_segment: NextSegment::CreateAtRoll,
-        ..Tuning::default()
-    };
+    let tuning = Tuning::default().with(|tuning| {
+        tuning.next_segment = NextSegment::CreateAtRoll;
+    });
     let log = Log::open_tuned(PosixVfs, dir, options, tuning)
         .map_err(|error| CliError::log(dir, error))?;
     if let Tail::Torn {

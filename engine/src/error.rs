@@ -149,6 +149,21 @@ pub enum Error {
         len: usize,
     },
 
+    /// An append to a stream that was hard-deleted (`Log::delete_stream`
+    /// with `Deletion::Hard`): it takes no event, ever again.
+    #[error("stream {stream:?} was deleted for good (hard delete); it takes no more events")]
+    StreamDeleted {
+        /// The stream appended to.
+        stream: String,
+    },
+
+    /// A consumer's name that is empty or longer than 65535 bytes.
+    #[error("consumer name {name:?} is empty or longer than 65535 bytes")]
+    ConsumerName {
+        /// The name given.
+        name: String,
+    },
+
     /// The record for this append would exceed the u32 payload limit.
     #[error(
         "append to stream {stream:?} would make a record payload of {bytes} bytes, over the limit of 4294967295"
@@ -196,6 +211,10 @@ impl Error {
             },
             Error::Truncated { seq } => Error::Truncated { seq: *seq },
             Error::Io(error) => Error::Io(io::Error::new(error.kind(), error.to_string())),
+            Error::StreamDeleted { stream } => Error::StreamDeleted {
+                stream: stream.clone(),
+            },
+            Error::ConsumerName { name } => Error::ConsumerName { name: name.clone() },
             Error::EmptyBatch { stream } => Error::EmptyBatch {
                 stream: stream.clone(),
             },

@@ -7,10 +7,24 @@
 //! system, or a simulated disk that injects crashes and faults.
 //!
 //! The bytes on disk are specified in `FORMAT.md` at the repository root,
-//! the architecture in `ARCHITECTURE.md`. Modules: [`format`] (pure encode
+//! the architecture in `ARCHITECTURE.md`. Modules: [`format`](mod@format) (pure encode
 //! and decode, no I/O), `segment` (segment files), `index` (where each
 //! stream's records are), [`recovery`] (scan and torn-tail decisions), and
 //! `log` (the [`Log`] facade and its group commit).
+//!
+//! Each public item has one path. SPEC section 4's items (the format's
+//! functions, [`Log`], [`Options`], [`Error`], ...) and the rest of the API
+//! ([`Rule`], [`Tail`], [`LogState`], ...) are at the root; [`format`](mod@format) and
+//! [`recovery`] hold only what tools need beyond them ([`format::Header`],
+//! [`recovery::verify`], ...). So neither of these compiles:
+//!
+//! ```compile_fail
+//! let _ = durlog::format::parse_record; // it is `durlog::parse_record`
+//! ```
+//!
+//! ```compile_fail
+//! let _ = durlog::recovery::Tail::Clean; // it is `durlog::Tail::Clean`
+//! ```
 
 mod error;
 pub mod format;
@@ -21,16 +35,23 @@ mod segment;
 mod stats;
 mod sync;
 
+// The public surface, one path to each item: SPEC section 4's items and
+// the rest of the API at the root, defined in private submodules and
+// exported once here; `format` and `recovery` expose only what tools need
+// beyond them (`format::Header`, `recovery::verify`, ...).
 pub use durlog_vfs as vfs;
 pub use error::{Error, Expected};
-pub use format::{
-    Batch, BatchError, Event, HEADER_SIZE, LogState, MAX_NAME_BYTES, MAX_PAYLOAD_BYTES, Record,
-    RecordError, STATE_FILE_NAME, StateError, append_record, crc32c, decode_batch, encode_batch,
-    parse_record, segment_name,
+pub use format::batch::{Batch, BatchError, Event, MAX_NAME_BYTES, decode_batch, encode_batch};
+pub use format::file_names::segment_name;
+pub use format::record::{
+    HEADER_SIZE, MAX_PAYLOAD_BYTES, Record, RecordError, append_record, crc32c, parse_record,
 };
+pub use format::state::{LogState, STATE_FILE_NAME, StateError};
+pub use format::tables::StreamMetadata;
 pub use log::{
-    Clock, Commit, DEFAULT_SEGMENT_BYTES, FAILPOINT_AFTER_WRITE, Failpoint, Log, NextSegment,
-    Options, Retention, SEGMENT_BYTES_MAX, Subscription, Ticket, Tuning,
+    Clock, Commit, DEFAULT_SEGMENT_BYTES, Deletion, FAILPOINT_AFTER_WRITE, Failpoint, Filter, Log,
+    NextSegment, Options, Retention, SEGMENT_BYTES_MAX, Subscription, Ticket, Tuning,
 };
-pub use recovery::{GROUP_BYTES_MAX, RecoveryReport, Refusal, Rule, Tail};
+pub use recovery::decide::{GROUP_BYTES_MAX, Rule};
+pub use recovery::report::{RecoveryReport, Refusal, Tail};
 pub use stats::{Histogram, Stats};

@@ -20,7 +20,7 @@ use std::sync as imp;
 use std::ops::{Deref, DerefMut};
 use std::time::Duration;
 
-pub(crate) use imp::atomic::{AtomicU64, AtomicUsize, Ordering};
+pub(crate) use imp::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 #[cfg(feature = "shuttle")]
 pub(crate) use shuttle::thread;
 #[cfg(not(feature = "shuttle"))]
@@ -35,15 +35,19 @@ pub(crate) enum Rank {
     /// which it takes the shared lock again. Claimed without waiting
     /// under the shared lock; waited for with nothing held.
     Lead = 0,
+    /// `Log::tables_file`: the writer of the tables of stream metadata
+    /// and consumer positions, held across the file's replacement, which
+    /// then takes `shared` to publish what it wrote.
+    Tables = 1,
     /// `Log::shared`: the group commit, the published state, the stats.
-    Shared = 1,
+    Shared = 2,
     /// `WriterSide::writer`: the active segment, the next one's state.
-    Writer = 2,
+    Writer = 3,
     /// `Preparer::thread`: the preparing thread's handle.
-    PreparerThread = 3,
+    PreparerThread = 4,
     /// A leaf: `handles`, `spare_payloads`, the feed. Nothing is taken
     /// while one is held, not even another leaf.
-    Leaf = 4,
+    Leaf = 5,
 }
 
 /// A mutex with a rank (see the module doc).

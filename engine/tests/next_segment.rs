@@ -21,12 +21,11 @@ fn next_path() -> PathBuf {
 }
 
 fn tuning(chunk: u64) -> Tuning {
-    Tuning {
-        preallocate_after_bytes: 0,
-        preallocate_chunk_bytes: chunk,
-        next_segment: NextSegment::OnCall,
-        ..Tuning::default()
-    }
+    Tuning::default().with(|tuning| {
+        tuning.preallocate_after_bytes = 0;
+        tuning.preallocate_chunk_bytes = chunk;
+        tuning.next_segment = NextSegment::OnCall;
+    })
 }
 
 fn options(segment_bytes: u64, max_bytes: u64) -> Options {
@@ -208,10 +207,9 @@ fn prepared_segments_keep_the_quota() {
             plain.clone(),
             DIR,
             options(segment_bytes, max_bytes),
-            Tuning {
-                next_segment: NextSegment::CreateAtRoll,
-                ..tuning(chunk)
-            },
+            tuning(chunk).with(|tuning| {
+                tuning.next_segment = NextSegment::CreateAtRoll;
+            }),
         )
         .unwrap();
         for step in 0..200 {
@@ -442,10 +440,9 @@ fn a_roll_waits_for_a_preparation_under_way() {
                     gated,
                     DIR,
                     options(4096, 0),
-                    Tuning {
-                        next_segment: NextSegment::Background,
-                        ..tuning(1024)
-                    },
+                    tuning(1024).with(|tuning| {
+                        tuning.next_segment = NextSegment::Background;
+                    }),
                 )
                 .unwrap(),
             );

@@ -41,10 +41,9 @@ fn open_shape(
 ) -> Result<RecoveryReport, (Error, Option<Rule>)> {
     backend.vfs().create_dir_all(&backend.dir()).unwrap();
     backend.write_file(SEG1, bytes);
-    let tuning = Tuning {
-        group_bytes_max,
-        ..Tuning::default()
-    };
+    let tuning = Tuning::default().with(|tuning| {
+        tuning.group_bytes_max = group_bytes_max;
+    });
     let checked = recovery::check(&*backend.vfs(), &backend.dir(), group_bytes_max);
     let opened = durlog::Log::open_tuned(backend.vfs(), backend.dir(), clock(0), tuning);
     match (checked, opened) {
@@ -554,10 +553,9 @@ fn one_flipped_bit_in_the_last_record_may_have_been_acknowledged() {
 #[test]
 fn groups_never_pass_the_window() {
     let backend = Backend::sim(4);
-    let tuning = Tuning {
-        group_bytes_max: 100,
-        ..Tuning::default()
-    };
+    let tuning = Tuning::default().with(|tuning| {
+        tuning.group_bytes_max = 100;
+    });
     let log =
         durlog::Log::open_tuned(backend.vfs(), backend.dir(), Options::default(), tuning).unwrap();
     let tickets: Vec<_> = (0..3)

@@ -471,10 +471,9 @@ fn the_retention_keeps_the_log_within_its_bytes_and_its_age() {
             ..Options::default()
         };
         let log = Log::open_with_vfs(vfs.clone(), DIR, options.clone()).unwrap();
-        log.set_retention(Retention {
-            max_bytes: Some(5000),
-            max_age: None,
-        });
+        log.set_retention(Retention::default().with(|retention| {
+            retention.max_bytes = Some(5000);
+        }));
         let mut rng = ChaCha8Rng::seed_from_u64(6);
         for round in 0..400 {
             append_random(&log, &mut rng, 1);
@@ -490,10 +489,9 @@ fn the_retention_keeps_the_log_within_its_bytes_and_its_age() {
         assert!(log.stats().purges > 10, "{:?}", log.stats());
         let size = log.size();
         let versions = view(&log).versions;
-        log.set_retention(Retention {
-            max_bytes: None,
-            max_age: Some(Duration::from_millis(30)),
-        });
+        log.set_retention(Retention::default().with(|retention| {
+            retention.max_age = Some(Duration::from_millis(30));
+        }));
         for _ in 0..100 {
             append_random(&log, &mut rng, 1);
             now.fetch_add(1_000_000, Ordering::Relaxed);

@@ -143,12 +143,11 @@ fn open(vfs: &SimVfs, setup: &Setup) -> Log {
         now: Some(Arc::new(|| 7)),
         failpoint: None,
     };
-    let tuning = Tuning {
-        next_segment: NextSegment::Background,
-        preallocate_after_bytes: 0,
-        preallocate_chunk_bytes: 64,
-        ..Tuning::default()
-    };
+    let tuning = Tuning::default().with(|tuning| {
+        tuning.next_segment = NextSegment::Background;
+        tuning.preallocate_after_bytes = 0;
+        tuning.preallocate_chunk_bytes = 64;
+    });
     Log::open_tuned(vfs.clone(), DIR, options, tuning).expect("open")
 }
 

@@ -13,14 +13,13 @@
 //!
 //! Layout of `raft.meta` (integers little-endian):
 //!
-//! ```text
-//! offset size field
-//! 0      8    magic "DURLOGRF"
-//! 8      4    format version, 1
-//! 12     4    body length L (u32)
-//! 16     4    CRC-32C over the body
-//! 20     L    body: postcard of `MetaBody` (vote, last purged log id, anchor)
-//! ```
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 8 | magic `DURLOGRF` |
+//! | 8 | 4 | format version, 1 |
+//! | 12 | 4 | body length `L` (u32) |
+//! | 16 | 4 | CRC-32C over the body |
+//! | 20 | `L` | body: postcard of `MetaBody` (vote, last purged log id, anchor) |
 //!
 //! Saving: write `raft.meta.new` (created new), `fdatasync` it, rename it
 //! over `raft.meta`, sync the directory; only then return. A crash leaves
@@ -47,7 +46,17 @@ pub const META_TEMP_NAME: &str = "raft.meta.new";
 
 const MAGIC: &[u8; 8] = b"DURLOGRF";
 const FORMAT_VERSION: u32 = 1;
-const HEADER_BYTES: usize = 20;
+
+// The header's fields, each right after the one before (the table in the
+// module doc), then the body.
+const MAGIC_AT: usize = 0;
+const FORMAT_VERSION_AT: usize = MAGIC_AT + MAGIC.len();
+const BODY_LEN_AT: usize = FORMAT_VERSION_AT + size_of::<u32>();
+const CRC_AT: usize = BODY_LEN_AT + size_of::<u32>();
+const BODY_AT: usize = CRC_AT + size_of::<u32>();
+const HEADER_BYTES: usize = BODY_AT;
+const _: () = assert!(FORMAT_VERSION_AT == 8 && BODY_LEN_AT == 12 && CRC_AT == 16);
+const _: () = assert!(HEADER_BYTES == 20);
 /// A body is a vote, a log id and two integers: far below this. A length
 /// above it is damage, and is refused before anything is allocated.
 const BODY_BYTES_MAX: u32 = 64 << 10;
@@ -154,51 +163,89 @@ pub fn encode<NID: NodeId>(body: &MetaBody<NID>) -> Result<Vec<u8>, Error> {
         .ok()
         .filter(|len| *len <= BODY_BYTES_MAX)
         .expect("a meta body is a few dozen bytes");
-    let mut bytes = Vec::with_capacity(HEADER_BYTES + encoded.len());
-    bytes.extend_from_slice(MAGIC);
-    bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-    bytes.extend_from_slice(&len.to_le_bytes());
-    bytes.extend_from_slice(&durlog::crc32c(&encoded).to_le_bytes());
+    let mut bytes = vec![0; HEADER_BYTES];
+    put_field(&mut bytes, MAGIC_AT, *MAGIC);
+    put_field(&mut bytes, FORMAT_VERSION_AT, FORMAT_VERSION.to_le_bytes());
+    put_field(&mut bytes, BODY_LEN_AT, len.to_le_bytes());
+    put_field(&mut bytes, CRC_AT, durlog::crc32c(&encoded).to_le_bytes());
     bytes.extend_from_slice(&encoded);
+    debug_assert_eq!(bytes.len() - BODY_AT, encoded.len());
     Ok(bytes)
 }
 
 /// The body in `bytes`, or why they are not a meta file. Never panics.
 pub fn decode<NID: NodeId>(bytes: &[u8]) -> Result<MetaBody<NID>, String> {
-    let Some((header, rest)) = bytes.split_first_chunk::<HEADER_BYTES>() else {
+    let Some(header) = Header::read(bytes) else {
         return Err(format!(
             "{} bytes, shorter than the {HEADER_BYTES}-byte header",
             bytes.len()
         ));
     };
-    let field = |at: usize| u32::from_le_bytes(header[at..at + 4].try_into().expect("4 bytes"));
-    if &header[..8] != MAGIC {
+    if header.magic != *MAGIC {
         return Err("wrong magic".to_owned());
     }
-    if field(8) != FORMAT_VERSION {
+    if header.format_version != FORMAT_VERSION {
         return Err(format!(
             "format version {}, expected {FORMAT_VERSION}",
-            field(8)
+            header.format_version
         ));
     }
-    let len = field(12);
-    if len > BODY_BYTES_MAX || len as usize != rest.len() {
+    let (len, body) = (header.body_len, header.body);
+    if len > BODY_BYTES_MAX || len as usize != body.len() {
         return Err(format!(
             "body length {len}, but {} bytes follow the header",
-            rest.len()
+            body.len()
         ));
     }
-    if durlog::crc32c(rest) != field(16) {
+    if durlog::crc32c(body) != header.crc {
         return Err("checksum mismatch".to_owned());
     }
-    postcard::from_bytes(rest).map_err(|error| format!("body does not decode: {error}"))
+    postcard::from_bytes(body).map_err(|error| format!("body does not decode: {error}"))
+}
+
+/// The header's fields as read, nothing checked yet.
+struct Header<'a> {
+    magic: [u8; MAGIC.len()],
+    format_version: u32,
+    body_len: u32,
+    crc: u32,
+    /// Every byte after the header.
+    body: &'a [u8],
+}
+
+impl Header<'_> {
+    /// The header of `bytes`; `None` if they are shorter than
+    /// `HEADER_BYTES` (the last header field ends there).
+    fn read(bytes: &[u8]) -> Option<Header<'_>> {
+        Some(Header {
+            magic: field(bytes, MAGIC_AT)?,
+            format_version: u32::from_le_bytes(field(bytes, FORMAT_VERSION_AT)?),
+            body_len: u32::from_le_bytes(field(bytes, BODY_LEN_AT)?),
+            crc: u32::from_le_bytes(field(bytes, CRC_AT)?),
+            body: bytes.get(BODY_AT..)?,
+        })
+    }
+}
+
+/// The `N` bytes of the field at `at`, if `bytes` holds all of them: the
+/// decoder reads untrusted bytes only through this, so it cannot panic.
+fn field<const N: usize>(bytes: &[u8], at: usize) -> Option<[u8; N]> {
+    bytes.get(at..)?.first_chunk::<N>().copied()
+}
+
+/// Writes `value` as the field at `at` of a buffer sized for the header.
+fn put_field<const N: usize>(bytes: &mut [u8], at: usize, value: [u8; N]) {
+    bytes[at..at + N].copy_from_slice(&value);
 }
 
 #[cfg(test)]
 mod tests {
     use openraft::{CommittedLeaderId, LogId, Vote};
 
-    use super::{MetaBody, decode, encode};
+    use super::{
+        BODY_AT, BODY_LEN_AT, CRC_AT, FORMAT_VERSION, FORMAT_VERSION_AT, MAGIC, MAGIC_AT, MetaBody,
+        decode, encode,
+    };
     use crate::mapping::Anchor;
 
     fn body() -> MetaBody<u64> {
@@ -215,6 +262,21 @@ mod tests {
         assert_eq!(decode::<u64>(&bytes), Ok(body()));
         let empty = MetaBody::<u64>::default();
         assert_eq!(decode::<u64>(&encode(&empty).unwrap()), Ok(empty));
+    }
+
+    /// The module doc's table, row by row, from the constants.
+    #[test]
+    fn the_layout_table_agrees_with_the_constants() {
+        let rows = [
+            format!("| {MAGIC_AT} | {} | magic `DURLOGRF` |", MAGIC.len()),
+            format!("| {FORMAT_VERSION_AT} | 4 | format version, {FORMAT_VERSION} |"),
+            format!("| {BODY_LEN_AT} | 4 | body length `L` (u32) |"),
+            format!("| {CRC_AT} | 4 | CRC-32C over the body |"),
+            format!("| {BODY_AT} | `L` | body:"),
+        ];
+        for row in rows {
+            assert!(include_str!("meta.rs").contains(&row), "{row:?}");
+        }
     }
 
     #[test]

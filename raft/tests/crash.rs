@@ -1,11 +1,16 @@
 //! Power loss at every disk operation of the store's writes, on the
-//! simulated disk: `append` (one entry, and a batch that rolls a segment),
-//! `truncate`, `purge` (of whole segments, and past the last entry) and
-//! `save_vote`. Each seed builds a history (appends, votes, truncations,
-//! purges), then runs one operation with the power cut at its first disk
-//! operation, then at its second, and so on until it completes; the power
-//! is cut once more right after it returns. After each cut the store is
-//! reopened (its recovery itself cut at its first few operations too) and
+//! simulated disk, with every outcome the disk's fault model allows there,
+//! through the testbed's exhaustive explorer (`durlog_testbed::explore`):
+//! `append` (one entry, and a batch that rolls a segment), `truncate`,
+//! `purge` (of whole segments, and past the last entry) and `save_vote`.
+//! Each case is a seeded history (appends, votes, truncations, purges,
+//! built once on a disk of its own and copied, durable, onto each run's
+//! disk) and one operation. The explorer cuts the power during each disk
+//! operation of the store's open and of that operation, and once after it
+//! returned; at each cut it walks every subset of the unsynced pages,
+//! every unsynced directory entry and size change kept or undone, the
+//! interrupted write torn at each sector, and then cuts the recovery too,
+//! at each of its operations. After each state the store is reopened and
 //! must show:
 //!
 //! - the vote: the last one saved, or the one being saved;
@@ -15,17 +20,19 @@
 //!   removed; a truncation or purge under way whole or not at all;
 //! - a store that goes on: the next append lands after what it shows.
 //!
-//! Odd seeds also turn on the disk's crash-time faults (unsynced pages
-//! kept or lost, torn writes, directory entries and size changes kept or
-//! undone). Seeds: `DURLOG_RAFT_CRASH_SEEDS=A..B` (default 0..40).
+//! Seeds: `DURLOG_RAFT_CRASH_SEEDS=A..B` (default 0..3).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use durlog::vfs::{FaultConfig, FaultKind, SimVfs};
+use durlog::vfs::SimVfs;
 use durlog::{NextSegment, Options, Tuning};
 use durlog_raft::LogStore;
 use durlog_raft::events::{EventRequest, TypeConfig};
+use durlog_testbed::Violation;
+use durlog_testbed::explore::{
+    Exhaustible, ExploreOptions, PAGES_MAX, PowerLossHook, StateId, explore, replay,
+};
 use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
 use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, Membership, Vote};
 use rand::{RngExt, SeedableRng};
@@ -94,7 +101,7 @@ fn apply(state: &State, op: &Op) -> State {
 }
 
 /// The states a power loss during `op` may leave.
-fn allowed(before: &State, op: &Op) -> Vec<State> {
+fn allowed_states(before: &State, op: &Op) -> Vec<State> {
     match op {
         Op::Append(entries) => (0..=entries.len())
             .map(|count| apply(before, &Op::Append(entries[..count].to_vec())))
@@ -155,10 +162,9 @@ fn options() -> (Options, Tuning) {
         now: Some(Arc::new(|| 1_700_000_000_000_000_000)),
         ..Options::default()
     };
-    let tuning = Tuning {
-        next_segment: NextSegment::OnCall,
-        ..Tuning::default()
-    };
+    let tuning = Tuning::default().with(|tuning| {
+        tuning.next_segment = NextSegment::OnCall;
+    });
     (options, tuning)
 }
 
@@ -249,103 +255,195 @@ fn operations(seed: u64, state: &State) -> Vec<(&'static str, Op)> {
     ops
 }
 
-fn faults(seed: u64) -> FaultConfig {
-    if seed.is_multiple_of(2) {
-        FaultConfig::none()
-    } else {
-        FaultConfig::only(&[
-            FaultKind::LostUnsyncedPages,
-            FaultKind::TornWrite,
-            FaultKind::LostDirEntry,
-            FaultKind::UnsyncedSizeChange,
-        ])
+/// One case: a seeded history, and the operation whose every crash state
+/// is explored. Named `SEED-OPERATION` in state ids (`3-truncate`).
+#[derive(Clone, Debug)]
+struct Case {
+    seed: u64,
+    name: &'static str,
+    op: Op,
+    /// The history's end, what the store showed then.
+    before: State,
+    /// The history's files, durable, copied onto each run's disk.
+    image: Arc<Vec<(std::path::PathBuf, Vec<u8>)>>,
+}
+
+const NAMES: [&str; 6] = [
+    "append one",
+    "append a batch that rolls",
+    "truncate",
+    "purge",
+    "purge past the end",
+    "save_vote",
+];
+
+impl Case {
+    /// The case, if the history of `seed` allows operation `name`.
+    fn new(seed: u64, name: &str) -> Option<Case> {
+        let rt = runtime();
+        let scratch = SimVfs::new(seed);
+        let (store, before) = build(&scratch, &rt, seed);
+        drop(store);
+        let (name, op) = operations(seed, &before)
+            .into_iter()
+            .find(|(op_name, _)| *op_name == name)?;
+        let image = scratch
+            .files()
+            .into_iter()
+            .filter_map(|path| scratch.durable_contents(&path).map(|bytes| (path, bytes)))
+            .collect();
+        Some(Case {
+            seed,
+            name,
+            op,
+            before,
+            image: Arc::new(image),
+        })
     }
 }
 
-/// Cuts the power at each disk operation of `op` in turn, and once after it
-/// returned; returns the crash points checked.
-fn crash_at_every_op(seed: u64, name: &str, rt: &tokio::runtime::Runtime) -> usize {
-    for crash_at in 1.. {
-        let vfs = SimVfs::with_faults(seed, faults(seed));
-        let (mut store, before) = build(&vfs, rt, seed);
-        let (_, op) = operations(seed, &before)
+impl PartialEq for Case {
+    fn eq(&self, other: &Case) -> bool {
+        (self.seed, self.name) == (other.seed, other.name)
+    }
+}
+
+impl std::fmt::Display for Case {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.seed, self.name.replace(' ', "-"))
+    }
+}
+
+impl std::str::FromStr for Case {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Case, String> {
+        let bad = || format!("{text:?} is no case: SEED-OPERATION, as in 3-truncate");
+        let (seed, name) = text.split_once('-').ok_or_else(bad)?;
+        let name = NAMES
             .into_iter()
-            .find(|(op_name, _)| *op_name == name)
-            .expect("operation");
-        let context = format!("seed {seed} {name} crash at op {crash_at}");
-        vfs.crash_after_ops(crash_at);
-        let outcome = rt.block_on(run(&mut store, &op));
-        if !vfs.is_halted() {
-            vfs.crash_after_ops(0);
-            outcome.unwrap_or_else(|error| panic!("{context}: no crash, yet {error}"));
-            // The operation returned: a power loss now keeps all of it.
-            drop(store);
-            vfs.crash();
-            reopen_and_check(&vfs, rt, &context, &[apply(&before, &op)]);
-            // The cuts at operations 1..crash_at, and this one.
-            return crash_at as usize;
-        }
-        // An operation may return Ok though the power went during its
-        // tail (a purge is decided once its state file is durable): then
-        // it must be whole.
-        let allowed = match outcome {
-            Ok(()) => vec![apply(&before, &op)],
-            Err(_) => allowed(&before, &op),
+            .find(|known| known.replace(' ', "-") == name)
+            .ok_or_else(bad)?;
+        Case::new(seed.parse().map_err(|_| bad())?, name).ok_or_else(bad)
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// The store's writes, for the explorer.
+struct StoreWrites;
+
+impl Exhaustible for StoreWrites {
+    type Workload = Case;
+
+    fn command(&self) -> &str {
+        "cargo test -p durlog-raft --test crash"
+    }
+
+    fn flags(&self) -> String {
+        String::new()
+    }
+
+    fn workloads(&self, seeds: u32) -> Vec<Case> {
+        (0..u64::from(seeds))
+            .flat_map(|seed| NAMES.iter().filter_map(move |name| Case::new(seed, name)))
+            .collect()
+    }
+
+    fn run_workload(
+        &self,
+        case: &Case,
+        disk: SimVfs,
+        _trace: bool,
+        on_power_loss: Option<PowerLossHook<'_>>,
+    ) -> (Option<Violation>, Vec<String>) {
+        let verdict = run_case(case, &disk, on_power_loss)
+            .err()
+            .map(|message| Violation { step: 0, message });
+        (verdict, Vec::new())
+    }
+
+    fn describe(&self, seeds: u32) -> String {
+        format!("the store's writes over {seeds} seeded histories")
+    }
+}
+
+/// One state of `case` on `disk`: open, the operation, a power loss at its
+/// end (or where the script cut it), and the checks after each reopen.
+fn run_case(case: &Case, disk: &SimVfs, mut hook: Option<PowerLossHook<'_>>) -> Result<(), String> {
+    for (path, bytes) in case.image.iter() {
+        disk.put_durable_file(path, bytes);
+    }
+    let rt = runtime();
+    let mut power_lost = |in_recovery| hook.as_mut().is_none_or(|hook| hook(disk, in_recovery));
+    let mut allowed = vec![case.before.clone()];
+    if let Ok(mut store) = open(disk) {
+        let outcome = rt.block_on(run(&mut store, &case.op));
+        // A failure with no fault to explain it is the store's own.
+        let injected = disk.is_halted() || !disk.fault_log().is_empty();
+        allowed = match outcome {
+            Err(error) if !injected => return Err(format!("{case}: no fault, yet {error}")),
+            Err(_) => allowed_states(&case.before, &case.op),
+            // Ok though the power went during its tail (a purge is decided
+            // once its state file is durable): then it must be whole.
+            Ok(()) => vec![apply(&case.before, &case.op)],
         };
         drop(store);
-        vfs.reboot();
-        reopen_and_check(&vfs, rt, &context, &allowed);
     }
-    unreachable!("the loop ends when the operation completes")
-}
-
-/// Reopens, first with the recovery itself cut at each of `RECOVERY_CUTS`,
-/// and checks that the state is one of `allowed`, the same at every reopen,
-/// and that the store goes on.
-fn reopen_and_check(vfs: &SimVfs, rt: &tokio::runtime::Runtime, context: &str, allowed: &[State]) {
-    let mut seen_first = None;
-    for recovery_crash in RECOVERY_CUTS {
-        let context = format!("{context}, recovery cut at op {recovery_crash}");
-        if recovery_crash > 0 {
-            vfs.crash_after_ops(recovery_crash);
-            let _ = open(vfs);
-            vfs.crash_after_ops(0);
-            vfs.reboot();
+    if !disk.is_halted() {
+        disk.halt();
+    }
+    if !power_lost(false) {
+        return Ok(());
+    }
+    disk.reboot();
+    let context = case.to_string();
+    // A recovery the script cuts: the next one must find what it left.
+    let store = loop {
+        match open(disk) {
+            Ok(store) if !disk.is_halted() => break store,
+            Err(error) if !disk.is_halted() => return Err(format!("{context}: refused: {error}")),
+            _ => {
+                if !power_lost(true) {
+                    return Ok(());
+                }
+                disk.reboot();
+            }
         }
-        let store = open(vfs).unwrap_or_else(|error| panic!("{context}: refused: {error}"));
-        let seen = observe(&store, &context);
-        assert!(
-            allowed.contains(&seen),
+    };
+    let seen = observe(&store, &context);
+    if !allowed.contains(&seen) {
+        return Err(format!(
             "{context}: a state no history allows:\n{seen:#?}\nallowed:\n{allowed:#?}"
-        );
-        // Once a state is recovered, later recoveries find the same one.
-        let first = seen_first.get_or_insert_with(|| seen.clone());
-        assert_eq!(
-            *first, seen,
-            "{context}: a later recovery changed the state"
-        );
+        ));
     }
-    let mut store = open(vfs).expect("reopen");
-    let state = observe(&store, context);
+    let mut store = store;
     let mut rng = ChaCha8Rng::seed_from_u64(7);
-    let next = entries(&mut rng, &state, 1, 10);
-    rt.block_on(store.blocking_append(next.clone()))
-        .unwrap_or_else(|error| panic!("{context}: the next append: {error}"));
-    let after = apply(&state, &Op::Append(next));
-    assert_eq!(
-        observe(&store, context),
-        after,
-        "{context}: the next append"
-    );
+    let next = entries(&mut rng, &seen, 1, 10);
+    let appended = rt.block_on(store.blocking_append(next.clone()));
+    if disk.is_halted() {
+        // The script's second power loss came after the recovery: the
+        // explorer counts no such state.
+        power_lost(false);
+        return Ok(());
+    }
+    appended.map_err(|error| format!("{context}: the next append: {error}"))?;
+    let after = apply(&seen, &Op::Append(next));
+    if observe(&store, &context) != after {
+        return Err(format!(
+            "{context}: the next append is not what the store shows"
+        ));
+    }
+    Ok(())
 }
-
-/// The recovery after each crash is cut at these disk operations (0: not
-/// cut) before the reopen that is checked.
-const RECOVERY_CUTS: [u64; 4] = [0, 1, 2, 4];
 
 fn seeds() -> std::ops::Range<u64> {
     let Ok(range) = std::env::var("DURLOG_RAFT_CRASH_SEEDS") else {
-        return 0..40;
+        return 0..3;
     };
     let (start, end) = range
         .split_once("..")
@@ -355,34 +453,34 @@ fn seeds() -> std::ops::Range<u64> {
 
 #[test]
 fn power_loss_at_every_disk_operation_keeps_what_was_reported() {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let names = [
-        "append one",
-        "append a batch that rolls",
-        "truncate",
-        "purge",
-        "purge past the end",
-        "save_vote",
-    ];
+    let options = ExploreOptions {
+        pages_max: PAGES_MAX,
+        recovery_crashes: true,
+        fail_fast: false,
+    };
     let mut total = 0;
-    for name in names {
-        let mut points = 0;
+    for name in NAMES {
+        let (mut points, mut states) = (0, 0);
         for seed in seeds() {
-            let vfs = SimVfs::new(seed);
-            let (_, state) = build(&vfs, &rt, seed);
-            if operations(seed, &state).iter().any(|(op, _)| *op == name) {
-                points += crash_at_every_op(seed, name, &rt);
+            let Some(case) = Case::new(seed, name) else {
+                continue;
+            };
+            let report = explore(&StoreWrites, &case, options);
+            if let Some((id, violation, _)) = &report.first_violation {
+                let parsed: StateId<Case> = id.to_string().parse().unwrap();
+                let (again, _, _) = replay(&StoreWrites, &parsed, PAGES_MAX);
+                panic!(
+                    "{id}: {}\n(replays: {:?})",
+                    violation.message,
+                    again.map(|violation| violation.message)
+                );
             }
+            points += report.crash_points + report.failure_points;
+            states += report.states;
         }
-        println!(
-            "{name}: {points} crash points, each reopened after {} recovery cuts",
-            RECOVERY_CUTS.len() - 1
-        );
-        assert!(points > 0, "{name}: no crash point");
-        total += points;
+        println!("{name}: {points} fault points, {states} distinct crash states");
+        assert!(states > 0, "{name}: no crash state");
+        total += states;
     }
-    println!("{total} crash points checked over seeds {:?}", seeds());
+    println!("{total} crash states checked over seeds {:?}", seeds());
 }

@@ -1,30 +1,27 @@
-//! durlog-sim: the deterministic crash simulator of durlog.
+//! durlog-sim: the deterministic crash simulator of durlog, a
+//! [`durlog_testbed::Scenario`].
 //!
 //! One run is one seed. From it come the faults the simulated disk may
 //! inject (a random subset with random weights: swarm testing) and a
 //! workload of appends from several simulated clients, group commits,
-//! reads, power losses (between operations, during any disk operation of a
-//! commit or of recovery, and at the failpoint between write and sync),
-//! process restarts and quota changes. The engine runs on a `SimVfs`,
-//! driven step by step through the same `Log::submit` /
+//! reads, subscriptions, purges and truncations, power losses (between
+//! operations, during any disk operation of a commit, a purge, a
+//! truncation or recovery, and at the failpoint between write and sync),
+//! process restarts and quota changes ([`plan`]). The engine runs on a
+//! `SimVfs`, driven step by step through the same `Log::submit` /
 //! `Log::commit_next_group` state machine that threads use, and an oracle
 //! checks after every step and every reopen that every acknowledged event
 //! reads back exactly, that an unacknowledged append is whole or absent,
-//! that versions stay dense and that `Corrupt` is only ever reported when
-//! a fault damaged that file.
+//! that versions stay dense and that an outcome departing from the model
+//! is accepted only where a fault the disk really injected explains it
+//! ([`run`]).
 //!
 //! Nothing in a run depends on the wall clock, on threads or on hash order:
 //! the same seed and options give the same trace digest on every machine.
-//! Campaigns spread seeds over threads (`--jobs`) and machines (`--shard`)
-//! and aggregate in seed order; a shard's report (`run --report`, module
-//! [`shard`]) keeps everything its summary prints and each seed's digest,
-//! and `merge` combines the reports of a split range into exactly what one
-//! machine running the whole range prints.
-//!
-//! Seeds sample crash states; [`exhaust`] enumerates them for every
-//! workload of a few operations (SPEC section 13): every disk operation as
-//! the crash point, every outcome the fault model allows there, each
-//! distinct state judged by the same runner and oracle.
+//! Campaigns, shard reports and `merge`, shrinking and the determinism
+//! check are the testbed's, for this scenario ([`DurlogSim`]); so is the
+//! exhaustive explorer, which [`exhaust`] gives every workload of a few
+//! operations (SPEC section 13).
 
 pub mod exhaust;
 mod golden;
@@ -32,154 +29,133 @@ mod model;
 pub mod plan;
 mod report;
 pub mod run;
-pub mod shard;
-pub mod shrink;
 
-use std::fmt::Write as _;
-use std::ops::Range;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use durlog_testbed::{Outcome, Scenario};
+use durlog_vfs::FaultKind;
 
-pub use plan::{Plan, RunOptions, mix};
-pub use report::{Counters, CrashPoint, Recovery, SeedResult, Summary, Violation};
+pub use plan::{Plan, RunOptions};
+pub use report::{Counters, CrashPoint, Excuse, Recovery, SeedResult, Tally, Violation};
 pub use run::{PowerLossHook, run_plan, run_plan_on};
-pub use shrink::{Shrunk, keep_ranges, parse_keep, shrink};
 
-/// Runs one seed. A panic in the engine is a violation like any other.
-pub fn run_seed(seed: u64, options: &RunOptions) -> SeedResult {
-    let plan = Plan::draw(seed, options);
-    match std::panic::catch_unwind(|| run_plan(&plan, None, false)) {
-        Ok(result) => result,
-        Err(panic) => SeedResult {
-            seed,
-            violation: Some(Violation {
-                step: 0,
-                message: format!("panic: {}", panic_message(&*panic)),
-            }),
-            ..SeedResult::default()
-        },
+/// The command and its version, as reports and repro lines name them.
+pub const COMMAND: &str = "durlog-sim";
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// durlog's `Log` on the simulated disk, as a testbed scenario.
+#[derive(Clone, Debug, Default)]
+pub struct DurlogSim {
+    pub options: RunOptions,
+}
+
+/// The coverage marks of the engine (`durlog_vfs::mark!` in engine/src),
+/// which a campaign should reach; a test checks the list against the code.
+pub const MARKS: &[&str] = &[
+    "group: a group of several appends",
+    "group: an append refused against an earlier member of its group",
+    "writer: zeros preallocated with a group",
+    "writer: a roll renames the prepared segment",
+    "writer: records written again without zeros for want of room",
+    "writer: a failed group cut back",
+    "writer: a cut-back that fails poisons the log",
+    "recovery: a header across a page boundary taken as the write's own",
+    "recovery: an older seq at the damage passed over",
+    "subscribe: a follower's next bytes were not its records",
+    "retention: a decided change poisoned by a later step",
+];
+
+impl Scenario for DurlogSim {
+    type Plan = Plan;
+    type Tally = Tally;
+    type Fault = FaultKind;
+
+    fn command(&self) -> &str {
+        COMMAND
     }
-}
 
-/// The message of a caught panic.
-pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|text| text.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "(no message)".into())
-}
-
-/// The seeds of `range` that shard `index` of `count` takes: every
-/// `count`-th, starting at the `index`-th.
-pub fn shard_seeds(range: Range<u64>, index: u64, count: u64) -> impl Iterator<Item = u64> {
-    range.skip(index as usize).step_by(count.max(1) as usize)
-}
-
-/// Live counts for a progress display.
-#[derive(Debug, Default)]
-pub struct Progress {
-    pub seeds_done: AtomicU64,
-    pub cycles: AtomicU64,
-    pub violations: AtomicU64,
-    /// Set to stop taking new seeds (`--fail-fast` sets it at the first
-    /// violation).
-    pub stop: std::sync::atomic::AtomicBool,
-}
-
-/// Runs `seeds` on `jobs` threads. Each seed runs alone on one thread, so
-/// the threads change only the speed, never a result.
-pub fn run_campaign(
-    seeds: &[u64],
-    jobs: usize,
-    options: &RunOptions,
-    progress: &Progress,
-    fail_fast: bool,
-) -> Summary {
-    run_campaign_digests(seeds, jobs, options, progress, fail_fast).0
-}
-
-/// [`run_campaign`], also returning each seed's trace digest, in the order
-/// of `seeds` (0 for a seed `--fail-fast` left out): what a shard report
-/// keeps so that `merge` can fold a whole range's digest exactly.
-pub fn run_campaign_digests(
-    seeds: &[u64],
-    jobs: usize,
-    options: &RunOptions,
-    progress: &Progress,
-    fail_fast: bool,
-) -> (Summary, Vec<u64>) {
-    let next = AtomicUsize::new(0);
-    let digests = Mutex::new(vec![0u64; seeds.len()]);
-    let summary = Mutex::new(Summary::default());
-    std::thread::scope(|scope| {
-        for _ in 0..jobs.max(1) {
-            scope.spawn(|| {
-                while !progress.stop.load(Ordering::Relaxed) {
-                    let index = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&seed) = seeds.get(index) else { break };
-                    let result = run_seed(seed, options);
-                    progress
-                        .cycles
-                        .fetch_add(result.counters.cycles, Ordering::Relaxed);
-                    progress.seeds_done.fetch_add(1, Ordering::Relaxed);
-                    digests.lock().unwrap()[index] = result.digest;
-                    let mut summary = summary.lock().unwrap();
-                    summary.add(&result);
-                    if let Some(violation) = result.violation {
-                        progress.violations.fetch_add(1, Ordering::Relaxed);
-                        progress.stop.store(fail_fast, Ordering::Relaxed);
-                        summary.violations.push((seed, violation));
-                    }
-                }
-            });
+    fn flags(&self) -> String {
+        let mut flags = String::new();
+        if let Some(steps) = self.options.steps {
+            flags.push_str(&format!(" --steps {steps}"));
         }
-    });
-    let mut summary = summary.into_inner().unwrap();
-    summary.violations.sort_by_key(|(seed, _)| *seed);
-    let digests = digests.into_inner().unwrap();
-    summary.digest = fold_digests(digests.iter().copied());
-    (summary, digests)
-}
+        if self.options.canary {
+            flags.push_str(" --canary");
+        }
+        flags
+    }
 
-/// A campaign's digest: the seeds' trace digests folded in seed order.
-/// The fold is not associative (each step mixes), so a campaign split
-/// over shards keeps every seed's digest and `merge` folds them again in
-/// seed order (`shard.rs`).
-pub fn fold_digests(seed_digests: impl IntoIterator<Item = u64>) -> u64 {
-    seed_digests
-        .into_iter()
-        .fold(0, |digest, seed_digest| mix(digest ^ seed_digest))
-}
-
-/// The options as command-line flags, each with a leading space ("" for
-/// the defaults): how `run`'s first line and shard reports name them.
-pub fn option_flags(options: &RunOptions) -> String {
-    repro_command(0, options, None)
-        .trim_start_matches("durlog-sim repro --seed 0")
-        .to_string()
-}
-
-/// The command that replays a seed with these options.
-pub fn repro_command(seed: u64, options: &RunOptions, keep: Option<&str>) -> String {
-    let mut command = format!("durlog-sim repro --seed {seed}");
-    if let Some(faults) = &options.faults {
-        let names: Vec<&str> = faults.iter().map(|kind| kind.name()).collect();
-        let list = if names.is_empty() {
-            "none".to_string()
-        } else {
-            names.join(",")
+    fn fault_flags(&self, faults: Option<&[FaultKind]>) -> String {
+        let Some(faults) = faults.or(self.options.faults.as_deref()) else {
+            return String::new();
         };
-        let _ = write!(command, " --faults {list}");
+        let names: Vec<&str> = faults.iter().map(|kind| kind.name()).collect();
+        if names.is_empty() {
+            " --faults none".to_string()
+        } else {
+            format!(" --faults {}", names.join(","))
+        }
     }
-    if let Some(steps) = options.steps {
-        let _ = write!(command, " --steps {steps}");
+
+    fn draw(&self, seed: u64) -> Plan {
+        Plan::draw(seed, &self.options)
     }
-    if options.canary {
-        command.push_str(" --canary");
+
+    fn actions(&self, plan: &Plan) -> usize {
+        plan.actions.len()
     }
-    if let Some(keep) = keep {
-        let _ = write!(command, " --keep {keep}");
+
+    fn faults(&self, plan: &Plan) -> Vec<FaultKind> {
+        plan.faults.enabled()
     }
-    command
+
+    fn without_fault(&self, plan: &Plan, fault: FaultKind) -> Plan {
+        let mut plan = plan.clone();
+        plan.faults.set(fault, 0.0);
+        plan
+    }
+
+    fn describe_faults(&self, plan: &Plan) -> String {
+        plan.faults.to_string()
+    }
+
+    fn run(&self, plan: &Plan, keep: Option<&[bool]>, trace: bool) -> Outcome<Tally> {
+        let result = run_plan(plan, keep, trace);
+        Outcome {
+            tally: result.tally(),
+            violation: result.violation,
+            digest: result.digest,
+            trace: result.trace,
+        }
+    }
+
+    fn marks(&self) -> &[&'static str] {
+        MARKS
+    }
+}
+
+/// The scenario a report's options (`--faults`, `--steps`, `--canary`, as
+/// [`Scenario::all_flags`] wrote them) describe.
+pub fn scenario_of_flags(flags: &str) -> Result<DurlogSim, String> {
+    let mut options = RunOptions::default();
+    let mut words = flags.split_whitespace();
+    while let Some(word) = words.next() {
+        match word {
+            "--faults" => {
+                let list = words.next().ok_or("--faults without a list")?;
+                options.faults = Some(if list == "none" {
+                    Vec::new()
+                } else {
+                    list.split(',')
+                        .map(|name| name.parse::<FaultKind>().map_err(|error| error.to_string()))
+                        .collect::<Result<_, _>>()?
+                });
+            }
+            "--steps" => {
+                let steps = words.next().ok_or("--steps without a number")?;
+                options.steps = Some(steps.parse().map_err(|_| format!("--steps {steps}"))?);
+            }
+            "--canary" => options.canary = true,
+            other => return Err(format!("unknown option {other:?}")),
+        }
+    }
+    Ok(DurlogSim { options })
 }

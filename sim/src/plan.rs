@@ -8,8 +8,11 @@
 
 use std::fmt;
 
+mod parts;
+
 use durlog_vfs::{FaultConfig, FaultKind};
-use rand::{Rng, RngExt, SeedableRng};
+pub use parts::Parts;
+use rand::{Rng, RngExt};
 use rand_chacha::ChaCha8Rng;
 
 /// The most actions a default run takes.
@@ -153,18 +156,10 @@ fn weighted(rng: &mut ChaCha8Rng, weights: &[u32]) -> usize {
     unreachable!("pick < total")
 }
 
-/// SplitMix64: a seed-to-seed mix for decisions that must not consume the
-/// plan's RNG (the canary), so canary and normal runs share their plans.
-pub fn mix(seed: u64) -> u64 {
-    let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 impl Plan {
     pub fn draw(seed: u64, options: &RunOptions) -> Plan {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let parts = Parts::new(seed);
+        let mut rng = parts.plan_rng();
         let vfs_seed = rng.next_u64();
         // The workload is drawn from the unfiltered configuration, and
         // `--faults` applied after: a plan is the same whichever faults a
@@ -189,7 +184,7 @@ impl Plan {
         } else {
             0
         };
-        let (tuning, prepare_every) = draw_tuning(&mut rng, seed);
+        let (tuning, prepare_every) = draw_tuning(&mut rng, parts);
         let streams = rng.random_range(1..=8);
         let clients = if rng.random_bool(0.4) {
             1
@@ -198,9 +193,8 @@ impl Plan {
         };
         let (steps, mut actions) =
             draw_actions(&mut rng, options, &drawn, streams, clients, segment_bytes);
-        let retention = insert_changes(seed, &mut actions, segment_bytes);
-        let canary_step = (options.canary && mix(seed).is_multiple_of(100))
-            .then(|| (mix(seed ^ 1) % u64::from(steps.max(1))) as usize);
+        let retention = insert_changes(parts, &mut actions, segment_bytes);
+        let canary_step = parts.canary(steps).filter(|_| options.canary);
         Plan {
             seed,
             vfs_seed,
@@ -222,11 +216,11 @@ impl Plan {
 /// retention policy in 1 in 4; drawn from the seed, not the plan's RNG, so
 /// that the other actions of a seed stay what they were before.
 fn insert_changes(
-    seed: u64,
+    parts: Parts,
     actions: &mut Vec<Action>,
     segment_bytes: u64,
 ) -> Option<durlog::Retention> {
-    let mut rng = ChaCha8Rng::seed_from_u64(mix(seed ^ 4));
+    let mut rng = parts.changes_rng();
     if rng.random_bool(0.6) {
         let count = actions.len() / rng.random_range(10..40);
         for _ in 0..count {
@@ -250,38 +244,38 @@ fn insert_changes(
             actions.insert(at, action);
         }
     }
-    rng.random_bool(0.25).then(|| durlog::Retention {
-        max_bytes: rng
-            .random_bool(0.7)
-            .then(|| segment_bytes.min(1 << 16) * rng.random_range(2..6)),
-        max_age: rng
-            .random_bool(0.4)
-            .then(|| std::time::Duration::from_nanos(rng.random_range(20..200) * 1_000_003)),
+    rng.random_bool(0.25).then(|| {
+        durlog::Retention::default().with(|retention| {
+            retention.max_bytes = rng
+                .random_bool(0.7)
+                .then(|| segment_bytes.min(1 << 16) * rng.random_range(2..6));
+            retention.max_age = rng
+                .random_bool(0.4)
+                .then(|| std::time::Duration::from_nanos(rng.random_range(20..200) * 1_000_003));
+        })
     })
 }
 
 /// The engine's tuning, and `Plan::prepare_every`.
-fn draw_tuning(rng: &mut ChaCha8Rng, seed: u64) -> (durlog::Tuning, u32) {
+fn draw_tuning(rng: &mut ChaCha8Rng, parts: Parts) -> (durlog::Tuning, u32) {
     let mut tuning = if rng.random_bool(0.3) {
-        durlog::Tuning {
-            preallocate_after_bytes: u64::MAX,
-            ..durlog::Tuning::default()
-        }
+        durlog::Tuning::default().with(|tuning| {
+            tuning.preallocate_after_bytes = u64::MAX;
+        })
     } else {
-        durlog::Tuning {
-            preallocate_after_bytes: [0, 100, 1000][weighted(rng, &[2, 1, 1])],
-            preallocate_chunk_bytes: rng.random_range(1..=8192),
-            preallocate_group_bytes_max: [u64::MAX, 512][weighted(rng, &[3, 1])],
+        durlog::Tuning::default().with(|tuning| {
+            tuning.preallocate_after_bytes = [0, 100, 1000][weighted(rng, &[2, 1, 1])];
+            tuning.preallocate_chunk_bytes = rng.random_range(1..=8192);
+            tuning.preallocate_group_bytes_max = [u64::MAX, 512][weighted(rng, &[3, 1])];
             // Nothing runs while a simulated leader yields: one yield
             // exercises the path without slowing the run.
-            gather_yields: rng.random_range(0..=1),
-            ..durlog::Tuning::default()
-        }
+            tuning.gather_yields = rng.random_range(0..=1);
+        })
     };
     // Drawn from the seed, not the plan's RNG, so that the plans of
     // earlier seeds (and the seeds that find each pitfall) stay as
     // they were before segments were prepared.
-    let next_draw = mix(seed ^ 2);
+    let next_draw = parts.next_segment();
     tuning.next_segment = if next_draw % 10 < 3 {
         durlog::NextSegment::CreateAtRoll
     } else {
@@ -291,7 +285,7 @@ fn draw_tuning(rng: &mut ChaCha8Rng, seed: u64) -> (durlog::Tuning, u32) {
     // The group window shrinks as segments do, so that recovery's rule
     // for a record beyond it decides on logs of a few KiB; half the seeds
     // keep the default. Recovery is told the same window.
-    tuning.group_bytes_max = match mix(seed ^ 3) % 8 {
+    tuning.group_bytes_max = match parts.group_window() % 8 {
         0 => 128,
         1 => 512,
         2 => 2048,
@@ -330,10 +324,37 @@ fn draw_actions(
         mid_op_crash,
         flip_at_rest: drawn.weight(FaultKind::BitFlipAtRest),
     };
-    let actions = (0..steps)
-        .map(|_| draw.action(&[45, 35, 12, crash_rate, 3, 2, 7]))
-        .collect();
+    let table = [
+        (Kind::Submit, 45),
+        (Kind::Commit, 35),
+        (Kind::Read, 12),
+        (Kind::Crash, crash_rate),
+        (Kind::Reopen, 3),
+        (Kind::Subscribe, 2),
+        (Kind::Poll, 7),
+    ];
+    let actions = (0..steps).map(|_| draw.action(&table)).collect();
     (steps, actions)
+}
+
+/// The kinds of action a workload draws, each with its weight in the
+/// seed's table. The table's order and weights are part of every plan: a
+/// seed keeps its plan only while both stay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Submit,
+    Commit,
+    Read,
+    Crash,
+    Reopen,
+    Subscribe,
+    Poll,
+}
+
+/// Picks an entry of `table` with probability proportional to its weight.
+fn pick<T: Copy>(rng: &mut ChaCha8Rng, table: &[(T, u32)]) -> T {
+    let weights: Vec<u32> = table.iter().map(|&(_, weight)| weight).collect();
+    table[weighted(rng, &weights)].0
 }
 
 struct ActionDraw<'a> {
@@ -347,22 +368,22 @@ struct ActionDraw<'a> {
 }
 
 impl ActionDraw<'_> {
-    fn action(&mut self, mix: &[u32]) -> Action {
-        match weighted(self.rng, mix) {
-            0 => self.submit(),
-            1 => Action::Commit {
+    fn action(&mut self, table: &[(Kind, u32)]) -> Action {
+        match pick(self.rng, table) {
+            Kind::Submit => self.submit(),
+            Kind::Commit => Action::Commit {
                 crash: self.crash_spec(true),
             },
-            2 => Action::Read {
+            Kind::Read => Action::Read {
                 stream: self.stream(),
                 from: self.rng.random_range(0..12),
                 limit: [0, 1, 3, u32::MAX][weighted(self.rng, &[1, 3, 3, 6])],
             },
-            3 => Action::Crash {
+            Kind::Crash => Action::Crash {
                 recovery: self.recovery_crash(),
                 bit_flip: self.rng.random_bool(self.flip_at_rest),
             },
-            4 => Action::Reopen {
+            Kind::Reopen => Action::Reopen {
                 quota: match weighted(self.rng, &[5, 4, 1]) {
                     0 => QuotaChange::Keep,
                     1 => QuotaChange::Raise(self.rng.random_range(64..8192)),
@@ -370,11 +391,11 @@ impl ActionDraw<'_> {
                 },
                 recovery: self.recovery_crash(),
             },
-            5 => Action::Subscribe {
+            Kind::Subscribe => Action::Subscribe {
                 back: [0, 1, 3, 20, u32::MAX][weighted(self.rng, &[2, 2, 2, 2, 2])],
                 stream: self.rng.random_bool(0.3).then(|| self.stream()),
             },
-            _ => Action::Poll {
+            Kind::Poll => Action::Poll {
                 subscriber: self.rng.random_range(0..8),
                 max: [1, 2, 5, u32::MAX][weighted(self.rng, &[2, 2, 2, 4])],
             },

@@ -246,14 +246,7 @@ impl Counters {
     }
 }
 
-/// The oracle's verdict on a run.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Violation {
-    /// Index of the action during which it was found (the final checks
-    /// count as one past the last action).
-    pub step: usize,
-    pub message: String,
-}
+pub use durlog_testbed::Violation;
 
 /// Everything one run reports.
 #[derive(Clone, Debug, Default)]
@@ -292,45 +285,83 @@ impl SeedResult {
     }
 }
 
-/// What a campaign found, aggregated in seed order.
-#[derive(Clone, Debug, Default)]
-pub struct Summary {
-    pub seeds: u64,
+impl SeedResult {
+    /// The run's counts, for the campaign's sum.
+    pub fn tally(&self) -> Tally {
+        Tally {
+            counters: self.counters.clone(),
+            faults: self.faults.clone(),
+            recoveries: self.recoveries.clone(),
+            excused: self.excused.clone(),
+            coverage: self.coverage.clone(),
+            canaries: u64::from(self.canary_planted),
+        }
+    }
+}
+
+/// What runs counted, one seed's or a campaign's (summed in seed order);
+/// its [`durlog_testbed::Tally::write`] is the body of `durlog-sim run`'s
+/// summary. Kept in shard reports by name (`TallyWire`): faults,
+/// recoveries and crash points as the summary prints them, and a report
+/// missing a count is refused, not read as zero.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "TallyWire", try_from = "TallyWire")]
+pub struct Tally {
     pub counters: Counters,
     pub faults: BTreeMap<FaultKind, u64>,
     pub recoveries: BTreeMap<Recovery, u64>,
     pub excused: BTreeMap<Excuse, u64>,
     pub coverage: BTreeMap<(Option<FaultKind>, CrashPoint), u64>,
-    /// The trace digests of all seeds, folded in seed order.
-    pub digest: u64,
-    /// Failing seeds, in seed order.
-    pub violations: Vec<(u64, Violation)>,
     /// Seeds in which `--canary` planted its failure.
     pub canaries: u64,
 }
 
-impl Summary {
-    pub(crate) fn add(&mut self, result: &SeedResult) {
-        self.seeds += 1;
-        self.canaries += u64::from(result.canary_planted);
-        self.counters.add(&result.counters);
-        for (kind, count) in &result.faults {
+impl durlog_testbed::Tally for Tally {
+    fn add(&mut self, other: &Tally) {
+        self.counters.add(&other.counters);
+        self.canaries += other.canaries;
+        for (kind, count) in &other.faults {
             *self.faults.entry(*kind).or_default() += count;
         }
-        for (outcome, count) in &result.recoveries {
+        for (outcome, count) in &other.recoveries {
             *self.recoveries.entry(*outcome).or_default() += count;
         }
-        for (excuse, count) in &result.excused {
+        for (excuse, count) in &other.excused {
             *self.excused.entry(*excuse).or_default() += count;
         }
-        for (key, count) in &result.coverage {
+        for (key, count) in &other.coverage {
             *self.coverage.entry(*key).or_default() += count;
         }
     }
 
+    fn cycles(&self) -> u64 {
+        self.counters.cycles
+    }
+
+    fn write(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.fmt_counters(f)?;
+        writeln!(f, "faults injected:")?;
+        for kind in FaultKind::ALL {
+            writeln!(
+                f,
+                "  {:<22} {}",
+                kind.name(),
+                self.faults.get(kind).copied().unwrap_or(0)
+            )?;
+        }
+        self.fmt_recoveries(f)?;
+        self.fmt_excused(f)?;
+        self.fmt_coverage(f)?;
+        if self.canaries > 0 {
+            writeln!(f, "canaries    {} planted", self.canaries)?;
+        }
+        Ok(())
+    }
+}
+
+impl Tally {
     fn fmt_counters(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let c = &self.counters;
-        writeln!(f, "seeds       {}", self.seeds)?;
         writeln!(f, "cycles      {} (workload steps)", c.cycles)?;
         writeln!(
             f,
@@ -421,25 +452,81 @@ impl Summary {
     }
 }
 
-impl fmt::Display for Summary {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.fmt_counters(f)?;
-        writeln!(f, "faults injected:")?;
-        for kind in FaultKind::ALL {
-            writeln!(
-                f,
-                "  {:<22} {}",
-                kind.name(),
-                self.faults.get(kind).copied().unwrap_or(0)
-            )?;
+/// [`Tally`] as shard reports keep it: faults, recoveries and crash points
+/// by their printed names, and only the entries that are not zero.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TallyWire {
+    counters: Counters,
+    faults: BTreeMap<String, u64>,
+    recoveries: BTreeMap<String, u64>,
+    excused: BTreeMap<Excuse, u64>,
+    /// Power losses by fault enabled (`None`: no fault) and crash point.
+    coverage: Vec<CoverageCount>,
+    canaries: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CoverageCount {
+    fault: Option<String>,
+    point: CrashPoint,
+    count: u64,
+}
+
+impl From<Tally> for TallyWire {
+    fn from(tally: Tally) -> TallyWire {
+        TallyWire {
+            counters: tally.counters,
+            faults: tally
+                .faults
+                .iter()
+                .map(|(kind, count)| (kind.name().to_string(), *count))
+                .collect(),
+            recoveries: tally
+                .recoveries
+                .iter()
+                .map(|(outcome, count)| (outcome.name(), *count))
+                .collect(),
+            excused: tally.excused,
+            coverage: tally
+                .coverage
+                .iter()
+                .map(|((kind, point), count)| CoverageCount {
+                    fault: kind.map(|kind| kind.name().to_string()),
+                    point: *point,
+                    count: *count,
+                })
+                .collect(),
+            canaries: tally.canaries,
         }
-        self.fmt_recoveries(f)?;
-        self.fmt_excused(f)?;
-        self.fmt_coverage(f)?;
-        if self.canaries > 0 {
-            writeln!(f, "canaries    {} planted", self.canaries)?;
+    }
+}
+
+impl TryFrom<TallyWire> for Tally {
+    type Error = String;
+
+    fn try_from(wire: TallyWire) -> Result<Tally, String> {
+        let kind = |name: &str| name.parse::<FaultKind>().map_err(|error| error.to_string());
+        let mut tally = Tally {
+            counters: wire.counters,
+            excused: wire.excused,
+            canaries: wire.canaries,
+            ..Tally::default()
+        };
+        for (name, count) in &wire.faults {
+            tally.faults.insert(kind(name)?, *count);
         }
-        writeln!(f, "violations  {}", self.violations.len())?;
-        write!(f, "digest      {:016x}", self.digest)
+        for (name, count) in &wire.recoveries {
+            let outcome = Recovery::all()
+                .find(|outcome| outcome.name() == *name)
+                .ok_or_else(|| format!("unknown recovery outcome {name:?}"))?;
+            tally.recoveries.insert(outcome, *count);
+        }
+        for entry in &wire.coverage {
+            let fault = entry.fault.as_deref().map(kind).transpose()?;
+            tally.coverage.insert((fault, entry.point), entry.count);
+        }
+        Ok(tally)
     }
 }

@@ -5,21 +5,25 @@
 
 use std::process::Command;
 
-use durlog_sim::exhaust::{
-    ExhaustOptions, ExhaustProgress, ExploreOptions, FaultPoint, StateId, Workload, explore,
-    replay, replay_command, run_exhaust,
+use durlog_sim::exhaust::{DurlogWorkloads, FaultPoint, StateId, Workload};
+use durlog_testbed::explore::{
+    ExhaustOptions, ExhaustProgress, ExploreOptions, explore, replay, replay_command, run_exhaust,
 };
+
+type State = StateId<Workload>;
+
+const PLAIN: DurlogWorkloads = DurlogWorkloads { canary: false };
+const CANARY: DurlogWorkloads = DurlogWorkloads { canary: true };
 
 fn sim() -> Command {
     Command::new(env!("CARGO_BIN_EXE_durlog-sim"))
 }
 
-fn explore_options(canary: bool) -> ExploreOptions {
+fn explore_options() -> ExploreOptions {
     ExploreOptions {
         pages_max: durlog_sim::exhaust::PAGES_MAX,
         recovery_crashes: true,
         fail_fast: false,
-        canary,
     }
 }
 
@@ -36,9 +40,8 @@ fn every_state_of_one_operation_passes() {
         pages_max: durlog_sim::exhaust::PAGES_MAX,
         recovery_crashes: true,
         fail_fast: false,
-        canary: false,
     };
-    let summary = run_exhaust(options, 2, &ExhaustProgress::default());
+    let summary = run_exhaust(&PLAIN, options, 2, &ExhaustProgress::default());
     assert_eq!(summary.violations, 0, "{summary}\n{:?}", summary.kept);
     assert_eq!(summary.workloads, 32);
     // Every workload crashes at least in its Open (create the directory,
@@ -55,7 +58,7 @@ fn every_state_of_one_operation_passes() {
 #[test]
 fn states_of_rolls_purges_truncations_and_an_exact_quota_pass() {
     for text in ["Palp", "Calt", "Raqo", "Zlat"] {
-        let report = explore(&workload(text), explore_options(false));
+        let report = explore(&PLAIN, &workload(text), explore_options());
         assert_eq!(report.violations, 0, "{text}: {:?}", report.first_violation);
         assert!(report.states > 100, "{text}: {} states", report.states);
     }
@@ -66,19 +69,19 @@ fn states_of_rolls_purges_truncations_and_an_exact_quota_pass() {
 /// to the same violation, and passes without the canary.
 #[test]
 fn a_planted_failure_is_found_and_its_state_replays_it() {
-    let report = explore(&workload("Paa"), explore_options(true));
+    let report = explore(&CANARY, &workload("Paa"), explore_options());
     assert!(report.violations > 0);
     let (id, violation, _) = report.first_violation.clone().unwrap();
     let text = id.to_string();
-    let parsed: StateId = text.parse().unwrap();
+    let parsed: State = text.parse().unwrap();
     assert_eq!(parsed, id);
-    let (again, misfit) = replay(&parsed, durlog_sim::exhaust::PAGES_MAX, true);
+    let (again, _, misfit) = replay(&CANARY, &parsed, durlog_sim::exhaust::PAGES_MAX);
     assert!(!misfit);
-    assert_eq!(again.violation, Some(violation));
-    let (clean, _) = replay(&parsed, durlog_sim::exhaust::PAGES_MAX, false);
-    assert_eq!(clean.violation, None, "{}", clean.trace.join("\n"));
+    assert_eq!(again, Some(violation));
+    let (clean, trace, _) = replay(&PLAIN, &parsed, durlog_sim::exhaust::PAGES_MAX);
+    assert_eq!(clean, None, "{}", trace.join("\n"));
     assert_eq!(
-        replay_command(&id, durlog_sim::exhaust::PAGES_MAX, true),
+        replay_command(&CANARY, &id, durlog_sim::exhaust::PAGES_MAX),
         format!("durlog-sim exhaust --replay {text} --canary")
     );
 }
@@ -124,10 +127,10 @@ fn state_names_round_trip() {
         "Zo:end:-:-",
         "Rlpt:end:r1:1",
     ] {
-        let id: StateId = text.parse().unwrap();
+        let id: State = text.parse().unwrap();
         assert_eq!(id.to_string(), text);
     }
-    let id: StateId = "Pal:f12:-:-".parse().unwrap();
+    let id: State = "Pal:f12:-:-".parse().unwrap();
     assert_eq!(id.point, FaultPoint::Fail(12));
     for bad in [
         "al:c7:-:-",
@@ -136,7 +139,7 @@ fn state_names_round_trip() {
         "Pal:c7:-:a",
         "P:end:-:-",
     ] {
-        assert!(bad.parse::<StateId>().is_err(), "{bad}");
+        assert!(bad.parse::<State>().is_err(), "{bad}");
     }
 }
 

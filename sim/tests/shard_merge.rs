@@ -6,8 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use durlog_sim::shard::{ShardReport, merge, read_report};
-use durlog_sim::{Progress, RunOptions, run_campaign_digests, shard_seeds};
+use durlog_sim::{DurlogSim, RunOptions, Tally, VERSION};
+use durlog_testbed::shard::{ReportViolation, ShardReport, merge, read_report, write_report};
+use durlog_testbed::{Progress, run_campaign, shard_seeds};
 
 fn sim(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_durlog-sim"))
@@ -153,7 +154,7 @@ fn merge_refuses_reports_that_do_not_make_up_one_range() {
     std::fs::write(&not_a_report, "seeds 40\n").unwrap();
     assert_refused(
         &merge_files(&[r0, &not_a_report]),
-        "not a durlog-sim shard report",
+        "not a shard report",
         &[&not_a_report],
     );
 }
@@ -162,17 +163,27 @@ fn merge_refuses_reports_that_do_not_make_up_one_range() {
 /// refused by the library's merge too; a report reads back as written.
 #[test]
 fn a_report_reads_back_exactly_and_a_changed_one_is_refused() {
-    let options = RunOptions {
-        steps: Some(30),
-        canary: true,
-        ..RunOptions::default()
+    let scenario = DurlogSim {
+        options: RunOptions {
+            steps: Some(30),
+            canary: true,
+            ..RunOptions::default()
+        },
     };
     let range = 0..300;
     let seeds: Vec<u64> = shard_seeds(range.clone(), 1, 2).collect();
-    let (summary, digests) = run_campaign_digests(&seeds, 2, &options, &Progress::default(), false);
-    let report = ShardReport::new(range.clone(), (1, 2), &options, &summary, &digests);
+    let (summary, digests) = run_campaign(&scenario, &seeds, 2, &Progress::default(), false);
+    let report = ShardReport::new(
+        &scenario,
+        VERSION,
+        range.clone(),
+        (1, 2),
+        &summary,
+        &digests,
+    );
     assert!(report.complete);
-    let back = ShardReport::from_json(&report.to_json()).unwrap();
+    assert!(summary.tally.canaries > 0 && summary.tally.counters.appends_acked > 0);
+    let back = ShardReport::<Tally>::from_json(&report.to_json()).unwrap();
     assert_eq!(back, report);
     let rebuilt = back.to_summary().unwrap();
     assert_eq!(rebuilt.to_string(), summary.to_string());
@@ -180,14 +191,21 @@ fn a_report_reads_back_exactly_and_a_changed_one_is_refused() {
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("half.json");
-    durlog_sim::shard::write_report(&path, &report).unwrap();
-    assert_eq!(read_report(&path).unwrap(), report);
+    write_report(&path, &report).unwrap();
+    assert_eq!(read_report::<Tally>(&path).unwrap(), report);
 
     let other: Vec<u64> = shard_seeds(range.clone(), 0, 2).collect();
     let (other_summary, other_digests) =
-        run_campaign_digests(&other, 2, &options, &Progress::default(), false);
-    let first = ShardReport::new(range, (0, 2), &options, &other_summary, &other_digests);
-    let named = |report: &ShardReport| {
+        run_campaign(&scenario, &other, 2, &Progress::default(), false);
+    let first = ShardReport::new(
+        &scenario,
+        VERSION,
+        range,
+        (0, 2),
+        &other_summary,
+        &other_digests,
+    );
+    let named = |report: &ShardReport<Tally>| {
         vec![
             ("first.json".to_string(), first.clone()),
             ("second.json".to_string(), report.clone()),
@@ -207,7 +225,7 @@ fn a_report_reads_back_exactly_and_a_changed_one_is_refused() {
     assert!(error.contains("do not fold"), "{error}");
 
     let mut foreign = report;
-    foreign.violations.push(durlog_sim::shard::ReportViolation {
+    foreign.violations.push(ReportViolation {
         seed: 2,
         step: 0,
         message: "made up".into(),

@@ -22,6 +22,7 @@ use std::fmt;
 use std::io;
 use std::path::Path;
 
+pub mod marks;
 mod posix;
 #[cfg(feature = "sim")]
 mod sim;

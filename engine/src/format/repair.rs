@@ -2,7 +2,9 @@
 //! at rest from a torn write. CRC-32C detects every single-bit error, and
 //! it is linear, so the bit can also be located.
 
-use super::{CRC_AT, CRC_COVERS_FROM, HEADER_SIZE, Header, LEN_AT, crc32c};
+use super::record::{
+    CRC_AT, CRC_COVERED_HEADER_BYTES, CRC_COVERS_FROM, HEADER_SIZE, Header, LEN_AT, crc32c,
+};
 
 /// The reflected CRC-32C polynomial.
 const CRC32C_POLY: u32 = 0x82F6_3B78;
@@ -19,7 +21,7 @@ const CRC32C_POLY: u32 = 0x82F6_3B78;
 pub(crate) fn single_bit_repair(bytes: &[u8]) -> Option<(Vec<u8>, u64)> {
     let header = Header::peek(bytes)?;
     let message = &bytes[CRC_COVERS_FROM..];
-    let crc_of = |payload_len: usize| crc32c(&message[..8 + payload_len]);
+    let crc_of = |payload_len: usize| crc32c(&message[..CRC_COVERED_HEADER_BYTES + payload_len]);
     let available = bytes.len() - HEADER_SIZE;
     for bit in 0..32 {
         let candidate = (header.len ^ (1 << bit)) as usize;
@@ -42,7 +44,7 @@ pub(crate) fn single_bit_repair(bytes: &[u8]) -> Option<(Vec<u8>, u64)> {
         return Some((repaired, bit as u64));
     }
     // The message is seq and payload: m bytes, from CRC_COVERS_FROM.
-    let message_len = 8 + len;
+    let message_len = CRC_COVERED_HEADER_BYTES + len;
     let mut register = syndrome;
     for step in 1..=8 * message_len {
         // The inverse of one CRC shift step: the polynomial's top bit tells

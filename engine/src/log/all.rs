@@ -10,9 +10,10 @@ use std::sync::Arc;
 use durlog_vfs::{VfsFile, read_exact_at};
 
 use crate::error::Error;
-use crate::format::{Event, Record, decode_batch, parse_record};
+use crate::format::{Event, parse_record};
 use crate::segment::{Handles, read_record_bytes};
 
+use super::filter::{Filter, Keep};
 use super::group::Published;
 use super::settings::Settings;
 use super::{Log, lock};
@@ -89,41 +90,82 @@ impl Published {
 
 impl Log {
     /// Acknowledged records with seq >= `max(from_seq, 1)`, in seq order,
-    /// at most `limit` of them (0 returns none). Every record read is
-    /// checked; damage is an error naming the file and offset, never wrong
-    /// data.
+    /// at most `limit` of them (0 returns none), each with the events its
+    /// stream's metadata shows (a record none of whose events it shows is
+    /// passed over). Every record read is checked; damage is an error
+    /// naming the file and offset, never wrong data.
     /// `Err(Error::Purged)` if a purge removed the record at `from_seq`.
     pub fn read_all(&self, from_seq: u64, limit: usize) -> Result<Vec<Commit>, Error> {
-        loop {
-            let (changes, runs) = {
+        self.read_all_filtered(from_seq, limit, &Filter::all())
+    }
+
+    /// [`Log::read_all`] through `filter`: a record none of whose events
+    /// match is passed over; one some of whose events match is returned
+    /// with those alone, its seq and first version as stored. `limit`
+    /// counts the records returned. The filter is applied before any
+    /// event's data is copied.
+    pub fn read_all_filtered(
+        &self,
+        from_seq: u64,
+        limit: usize,
+        filter: &Filter,
+    ) -> Result<Vec<Commit>, Error> {
+        let mut commits = Vec::new();
+        let mut seq = from_seq.max(1);
+        let mut buf = Vec::new();
+        while commits.len() < limit {
+            let (changes, runs, keep) = {
                 let shared = lock(&self.shared);
                 let state = &shared.state;
-                if from_seq.max(1) < state.first_seq && limit > 0 {
+                if seq < state.first_seq {
                     return Err(Error::Purged {
                         first_seq: state.first_seq,
                     });
                 }
-                (state.changes, state.runs(from_seq, limit as u64))
+                // What is left to fetch, or more once some were filtered
+                // out: few records of a busy log may match.
+                let wanted = (limit - commits.len()) as u64;
+                let count = if seq == from_seq.max(1) {
+                    wanted
+                } else {
+                    wanted.max(256)
+                };
+                let keep = Keep::new(filter, state, || self.settings.now());
+                (state.changes, state.runs(seq, count), keep)
             };
-            let mut commits = Vec::new();
-            let mut buf = Vec::new();
+            if runs.is_empty() {
+                break;
+            }
+            let before = commits.len();
             let outcome = runs.iter().try_for_each(|run| {
                 let file = self.segment_file(run)?;
                 read_run(
                     &self.settings,
                     file.as_ref(),
                     run,
+                    &keep,
                     &mut buf,
-                    &mut |commit| commits.push(commit),
+                    &mut |seen, commit| {
+                        seq = seen + 1;
+                        commits.extend(commit);
+                    },
                 )
             });
             match outcome {
-                // A purge or a truncation explains a file gone or cut short.
-                Err(_) if lock(&self.shared).state.changes != changes => continue,
+                // A purge or a truncation explains a file gone or cut short:
+                // read this part again.
+                Err(_) if lock(&self.shared).state.changes != changes => {
+                    commits.truncate(before);
+                    seq = commits
+                        .last()
+                        .map_or(from_seq.max(1), |commit| commit.seq + 1);
+                }
                 Err(error) => return Err(error),
-                Ok(()) => return Ok(commits),
+                Ok(()) => {}
             }
         }
+        commits.truncate(limit);
+        Ok(commits)
     }
 
     fn segment_file(&self, run: &Run) -> Result<Arc<dyn VfsFile>, Error> {
@@ -134,15 +176,17 @@ impl Log {
 }
 
 /// Reads `run` from `file` (its segment) with one call and hands each
-/// record to `deliver` as a [`Commit`], in seq order. A record that fails
-/// its check is read again alone, once, before it is reported: a flaky
-/// read is not damage.
+/// record to `deliver`, in seq order: its seq, and its commit with the
+/// events `keep` keeps (`None` if none). A record that fails its check is
+/// read again alone, once, before it is reported: a flaky read is not
+/// damage.
 pub(crate) fn read_run(
     settings: &Settings,
     file: &dyn VfsFile,
     run: &Run,
+    keep: &Keep<'_>,
     buf: &mut Vec<u8>,
-    deliver: &mut dyn FnMut(Commit),
+    deliver: &mut dyn FnMut(u64, Option<Commit>),
 ) -> Result<(), Error> {
     let (base, end) = (run.ranges[0].0, run.ranges[run.ranges.len() - 1].1);
     buf.resize((end - base) as usize, 0);
@@ -150,11 +194,18 @@ pub(crate) fn read_run(
     for (position, &(start, end)) in run.ranges.iter().enumerate() {
         let seq = run.first + position as u64;
         let bytes = &buf[(start - base) as usize..(end - base) as usize];
-        let commit = match check_commit(bytes, seq) {
+        let commit = match check_commit(bytes, seq, keep) {
             Ok(commit) => commit,
-            Err(_) => reread(settings, file, run.segment_first_seq, seq, (start, end))?,
+            Err(_) => reread(
+                settings,
+                file,
+                run.segment_first_seq,
+                seq,
+                (start, end),
+                keep,
+            )?,
         };
-        deliver(commit);
+        deliver(seq, commit);
     }
     Ok(())
 }
@@ -166,19 +217,20 @@ fn reread(
     segment_first_seq: u64,
     seq: u64,
     (start, end): (u64, u64),
-) -> Result<Commit, Error> {
+    keep: &Keep<'_>,
+) -> Result<Option<Commit>, Error> {
     let mut buf = Vec::new();
     let bytes = read_record_bytes(file, start, end - start, &mut buf)?;
-    check_commit(bytes, seq).map_err(|reason| Error::Corrupt {
+    check_commit(bytes, seq, keep).map_err(|reason| Error::Corrupt {
         file: settings.segment_path(segment_first_seq),
         offset: start,
         reason,
     })
 }
 
-/// The record in `bytes` as a [`Commit`], if it is valid, whole and the
-/// one with `seq`.
-fn check_commit(bytes: &[u8], seq: u64) -> Result<Commit, String> {
+/// The record in `bytes` as a [`Commit`] of the events `keep` keeps, if
+/// it is valid, whole and the one with `seq`.
+fn check_commit(bytes: &[u8], seq: u64, keep: &Keep<'_>) -> Result<Option<Commit>, String> {
     let record = parse_record(bytes).map_err(|error| error.to_string())?;
     if record.len != bytes.len() {
         return Err(format!(
@@ -188,25 +240,7 @@ fn check_commit(bytes: &[u8], seq: u64) -> Result<Commit, String> {
             bytes.len()
         ));
     }
-    commit_of(&record, seq)
-}
-
-/// A parsed record as a [`Commit`], if it is the one with `seq` and its
-/// batch decodes.
-pub(crate) fn commit_of(record: &Record<'_>, seq: u64) -> Result<Commit, String> {
-    if record.seq != seq {
-        return Err(format!(
-            "record holds seq {} in {} bytes, the log expects seq {seq}",
-            record.seq, record.len
-        ));
-    }
-    let batch = decode_batch(record.payload).map_err(|error| error.to_string())?;
-    Ok(Commit {
-        seq,
-        stream: batch.stream,
-        first_version: batch.first_version,
-        events: batch.events,
-    })
+    keep.commit(&record, seq)
 }
 
 /// A reader's own handles to segment files, for readers that outlive a

@@ -7,7 +7,9 @@
 
 use std::time::Instant;
 
-use crate::sync::{AtomicU64, AtomicUsize, Condvar, Mutex, MutexGuard, Ordering, Rank, lock};
+use crate::sync::{
+    AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex, MutexGuard, Ordering, Rank, lock,
+};
 
 /// What writers tell subscribers: the last acknowledged seq, and whether
 /// the log is closed. Its lock is a leaf: taken with no other held.
@@ -45,6 +47,9 @@ pub(crate) struct Feed {
     /// for which both rarely change.
     first_seq: AtomicU64,
     truncation_count: AtomicUsize,
+    /// Some stream has metadata or a deletion: readers must take the
+    /// tables into account (under the log's lock).
+    stream_rules: AtomicBool,
 }
 
 struct FeedState {
@@ -65,6 +70,7 @@ impl Feed {
             sleepers: AtomicUsize::new(0),
             first_seq: AtomicU64::new(first_seq),
             truncation_count: AtomicUsize::new(0),
+            stream_rules: AtomicBool::new(false),
             state: Mutex::new(
                 Rank::Leaf,
                 FeedState {
@@ -136,6 +142,16 @@ impl Feed {
 
     pub(super) fn last_seq(&self) -> u64 {
         self.last_seq.load(Ordering::SeqCst)
+    }
+
+    /// Whether some stream has metadata or a deletion.
+    pub(crate) fn has_stream_rules(&self) -> bool {
+        self.stream_rules.load(Ordering::Acquire)
+    }
+
+    /// Some stream has metadata or a deletion now (or none has).
+    pub(crate) fn set_stream_rules(&self, any: bool) {
+        self.stream_rules.store(any, Ordering::Release);
     }
 
     /// A purge made `first_seq` the first record kept.

@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use crate::error::{Error, Expected};
-use crate::format::{HEADER_SIZE, batch_stream, set_first_version};
+use crate::format::{HEADER_SIZE, Tables, batch_stream, set_first_version};
 use crate::index::{Index, Location};
 use crate::segment::SegmentMeta;
 use crate::stats::Stats;
@@ -40,6 +40,9 @@ pub(crate) struct Published {
     pub last_seq: u64,
     /// Bytes of acknowledged records in all segments.
     pub size: u64,
+    /// Stream metadata and deletions, consumer positions: what the
+    /// tables' files hold (`streams.rs`).
+    pub tables: Tables,
 }
 
 impl Published {
@@ -362,7 +365,11 @@ pub(crate) fn form_group(
                 Member::last_version,
             );
         let record_len = pending.record_len();
-        let refusal = if !pending.expected.matches(current) {
+        let refusal = if state.is_hard_deleted(pending.stream()) {
+            Err(Error::StreamDeleted {
+                stream: pending.stream().to_owned(),
+            })
+        } else if !pending.expected.matches(current) {
             Err(Error::VersionConflict {
                 stream: pending.stream().to_owned(),
                 expected: pending.expected,
@@ -372,6 +379,11 @@ pub(crate) fn form_group(
             settings.quota.check(state.size + group.bytes + record_len)
         };
         if let Err(error) = refusal {
+            if !group.members.is_empty() {
+                durlog_vfs::mark!(
+                    "group: an append refused against an earlier member of its group"
+                );
+            }
             let pending = commit.queue.pop_front().expect("front exists");
             group.refused.push((pending, error));
             continue;
@@ -489,6 +501,9 @@ fn acknowledge(commit: &mut GroupCommit, state: &mut Published, stats: &mut Stat
         offset += member.pending.record_len();
         commit.finish(member.pending.ticket, Ok(member.last_version()));
         stats.events += u64::from(member.pending.count);
+    }
+    if group.members.len() > 1 {
+        durlog_vfs::mark!("group: a group of several appends");
     }
     state.last_seq += group.members.len() as u64;
     state.size += group.bytes;

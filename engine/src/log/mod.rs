@@ -43,16 +43,20 @@ use crate::sync::{Mutex, MutexGuard, Ordering, Rank, RankHeld, thread};
 
 mod all;
 mod feed;
+mod filter;
 mod group;
+mod idempotent;
 mod open;
 mod preparer;
 mod read;
 mod retention;
 mod settings;
+mod streams;
 mod subscribe;
 mod writer;
 
 pub use all::Commit;
+pub use filter::Filter;
 pub use group::Ticket;
 pub use retention::Retention;
 pub use settings::{
@@ -60,6 +64,7 @@ pub use settings::{
     SEGMENT_BYTES_MAX, Tuning,
 };
 
+pub use streams::Deletion;
 pub use subscribe::Subscription;
 
 use feed::Feed;
@@ -79,18 +84,20 @@ use writer::WriterSide;
 ///    one thread across a group's I/O, a purge's or a truncation's, during
 ///    which it takes `shared` again. Claimed without waiting, under
 ///    `shared`; waited for with nothing held.
-/// 1. `shared`: the group commit's queue and outcomes, the published state
+/// 1. `tables_file`: the writer of the tables of stream metadata and
+///    consumer positions, held across a file's replacement.
+/// 2. `shared`: the group commit's queue and outcomes, the published state
 ///    and the stats. A leader releases it for its group's I/O.
-/// 2. the writer's lock (`WriterSide::writer`, with its condition variable
+/// 3. the writer's lock (`WriterSide::writer`, with its condition variable
 ///    `wanted`): the active segment and the next segment's preparation.
-/// 3. the preparing thread's handle (`Preparer::thread`), taken under the
+/// 4. the preparing thread's handle (`Preparer::thread`), taken under the
 ///    writer's lock when a segment first gets half full.
-/// 4. leaves: `handles`, `spare_payloads` and the feed's lock. No other
+/// 5. leaves: `handles`, `spare_payloads` and the feed's lock. No other
 ///    lock is taken while one of them is held.
 pub struct Log {
     settings: Arc<Settings>,
     recovery: RecoveryReport,
-    /// Lock rank 1. Shared with subscriptions, which read the committed
+    /// Lock rank 2. Shared with subscriptions, which read the committed
     /// state (segments and offsets) to find records.
     shared: Arc<Mutex<Shared>>,
     /// The last published seq, which subscriptions read without a lock,
@@ -99,6 +106,9 @@ pub struct Log {
     /// The writer side; `None` for a log opened read-only, which refuses
     /// every append.
     writer: Option<Arc<WriterSide>>,
+    /// Lock rank 1: the writer of the tables' files (stream metadata and
+    /// consumer positions), held across a file's replacement.
+    tables_file: Mutex<()>,
     /// A leaf lock: read handles of segments.
     handles: Mutex<Handles>,
     /// A leaf lock: payload buffers of published appends, for the next
@@ -335,9 +345,14 @@ impl Log {
         lock(&self.shared).state.index.version(stream)
     }
 
-    /// Names of the streams that start with `prefix`, sorted.
+    /// Names of the streams that start with `prefix`, sorted; deleted
+    /// streams (hard, or soft with nothing appended since) are left out.
     pub fn streams(&self, prefix: &str) -> Vec<String> {
-        lock(&self.shared).state.index.names_with_prefix(prefix)
+        let shared = lock(&self.shared);
+        let state = &shared.state;
+        let mut names = state.index.names_with_prefix(prefix);
+        names.retain(|name| !state.is_deleted(name));
+        names
     }
 
     /// Seq of the last acknowledged record (0 for an empty log).

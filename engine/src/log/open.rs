@@ -9,8 +9,8 @@ use std::sync::Arc;
 use durlog_vfs::{FileLock, OpenMode, PosixVfs, Vfs, VfsFile};
 
 use crate::error::Error;
-use crate::format::{LogState, STATE_TEMP_NAME};
-use crate::recovery::{self, RecoveryReport, Scanned, Tail, write_state};
+use crate::format::{CONSUMERS_FILE_NAME, CONSUMERS_TEMP_NAME, LogState, encode_consumers};
+use crate::recovery::{self, RecoveryReport, Scanned, Tail, replace_file, write_state};
 use crate::segment::Handles;
 use crate::stats::Stats;
 use crate::sync::{Mutex, Rank};
@@ -18,6 +18,7 @@ use crate::sync::{Mutex, Rank};
 use super::feed::Feed;
 use super::group::{GroupCommit, Published};
 use super::settings::{NextSegment, Options, Settings, Tuning};
+use super::streams::take_back;
 use super::writer::{Writer, WriterSide};
 use super::{Log, Retention, Shared};
 
@@ -58,7 +59,8 @@ impl Log {
         vfs.create_dir_all(dir)?;
         let lock = take_lock(&settings)?;
         let scanned = recovery::scan(vfs, dir, settings.group_bytes_max, &mut |_| {})?;
-        let (report, active) = make_durable(vfs, dir, scanned.report.clone(), &scanned)?;
+        let mut scanned = scanned;
+        let (report, active) = make_durable(vfs, dir, scanned.report.clone(), &mut scanned)?;
         let active_len = scanned.segments.last().map_or(0, |segment| segment.len);
         let size = report.record_bytes;
         let writer = Writer::new(active, active_len, size - active_len);
@@ -119,7 +121,7 @@ fn make_durable(
     vfs: &dyn Vfs,
     dir: &Path,
     mut report: RecoveryReport,
-    scanned: &Scanned,
+    scanned: &mut Scanned,
 ) -> Result<(RecoveryReport, Option<Arc<dyn VfsFile>>), Error> {
     let leftovers = &scanned.leftovers;
     let active = match scanned.segments.last() {
@@ -152,15 +154,23 @@ fn make_durable(
     // the middle of a roll it may even be a second name of the last
     // segment. The directory sync below makes the removal durable.
     let next_segment = scanned.next_segment.iter();
-    let temp = scanned.state_files.temp.then(|| dir.join(STATE_TEMP_NAME));
+    let temps = scanned.state_files.temps.iter();
     // Segments a purge or a truncation had still to remove: the state
     // file already says they are not the log's.
     let removed = leftovers.purged.iter().chain(&leftovers.truncated);
-    for path in next_segment.chain(temp.iter()).chain(removed) {
+    for path in next_segment.chain(temps).chain(removed) {
         vfs.remove_file(path)?;
     }
     vfs.sync_dir(dir)?;
-    if scanned.state.truncate_after.is_some() {
+    if let Some(last_seq) = scanned.state.truncate_after {
+        // The positions past it go back with its records, as the
+        // truncation would have done.
+        let consumers = &mut scanned.tables.consumers;
+        if take_back(consumers, last_seq) {
+            let bytes = encode_consumers(consumers);
+            replace_file(vfs, dir, CONSUMERS_FILE_NAME, CONSUMERS_TEMP_NAME, &bytes)
+                .map_err(|error| Error::Io(error.into_io()))?;
+        }
         // Only now that the removals and the cut are durable may the state
         // file stop naming the truncation.
         let finished = LogState {
@@ -222,8 +232,10 @@ fn assemble(
         changes: 0,
         last_seq: report.last_seq,
         size: report.record_bytes,
+        tables: scanned.tables,
     };
     let feed = Arc::new(Feed::new(state.first_seq, state.last_seq));
+    feed.set_stream_rules(!state.tables.streams.is_empty());
     Log {
         settings,
         recovery: report,
@@ -241,6 +253,7 @@ fn assemble(
             },
         )),
         writer,
+        tables_file: Mutex::new(Rank::Tables, ()),
         handles: Mutex::new(Rank::Leaf, Handles::default()),
         spare_payloads: Mutex::new(Rank::Leaf, Vec::new()),
         lock: None,

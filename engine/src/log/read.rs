@@ -7,7 +7,10 @@ use crate::format::{Event, decode_batch, parse_record, segment_name};
 use crate::index::{Location, StreamIndex};
 use crate::segment::read_record_bytes;
 
+use std::cell::Cell;
+
 use super::group::Published;
+use super::streams::Shown;
 use super::{Log, lock};
 
 /// A record to read: where it is, its segment's first seq (its name), and
@@ -31,10 +34,23 @@ impl Place {
 
 impl Log {
     /// At most `limit` acknowledged events of `stream` with version >=
-    /// `max(from, 1)`, in order. Every record read is checked (CRC, stream,
-    /// versions); damage is an error, never wrong data.
+    /// `max(from, 1)` that the stream's metadata and deletion show, in
+    /// order. Every record read is checked (CRC, stream, versions); damage
+    /// is an error, never wrong data.
     pub fn read(&self, stream: &str, from: u64, limit: usize) -> Result<Vec<Event>, Error> {
-        let from = from.max(1);
+        self.read_forward(stream, from, limit, true)
+    }
+
+    /// [`Log::read`], honouring the stream's metadata and deletion if
+    /// `honour` (else every stored event: for checking a retry's events).
+    pub(super) fn read_forward(
+        &self,
+        stream: &str,
+        from: u64,
+        limit: usize,
+        honour: bool,
+    ) -> Result<Vec<Event>, Error> {
+        let shown = Cell::new(Shown::ALL);
         self.read_places(
             stream,
             limit,
@@ -42,20 +58,31 @@ impl Log {
                 let Some(index) = state.index.streams.get(stream) else {
                     return Ok(Vec::new());
                 };
+                if honour {
+                    shown.set(state.shown(stream, || self.settings.now()));
+                }
+                let from = from.max(shown.get().from_version);
                 if limit == 0 || from > index.version {
                     return Ok(Vec::new());
                 }
                 check_kept(state, index, from)?;
                 let start = index.record_holding(from);
-                // Each record holds at least one event.
-                let end = start.saturating_add(limit).min(index.records.len());
-                Ok(index.records[start..end]
+                // Each record holds at least one event; a maximum age may
+                // hide any number of them, so then every record after.
+                let end = match shown.get().not_before {
+                    None => start.saturating_add(limit),
+                    Some(_) => usize::MAX,
+                };
+                Ok(index.records[start..end.min(index.records.len())]
                     .iter()
                     .map(|location| Place::of(state, location))
                     .collect())
             },
             &mut |events, batch| {
-                let wanted = batch.into_iter().filter(|event| event.version >= from);
+                let from = from.max(shown.get().from_version);
+                let wanted = batch.into_iter().filter(|event| {
+                    event.version >= from && shown.get().shows(event.version, event.at)
+                });
                 events.extend(wanted.take(limit - events.len()));
             },
         )
@@ -72,7 +99,7 @@ impl Log {
         limit: usize,
     ) -> Result<Vec<Event>, Error> {
         // Set under the lock, used as the records come in.
-        let top = std::cell::Cell::new(0);
+        let (top, shown) = (Cell::new(0), Cell::new(Shown::ALL));
         self.read_places(
             stream,
             limit,
@@ -80,14 +107,20 @@ impl Log {
                 let Some(index) = state.index.streams.get(stream) else {
                     return Ok(Vec::new());
                 };
+                shown.set(state.shown(stream, || self.settings.now()));
                 top.set(from.min(index.version));
-                if limit == 0 || top.get() == 0 {
+                if limit == 0 || top.get() < shown.get().from_version {
                     return Ok(Vec::new());
                 }
                 check_kept(state, index, top.get())?;
                 let end = index.record_holding(top.get()) + 1;
-                // Each record holds at least one event.
-                let start = end.saturating_sub(limit);
+                // Each record holds at least one event; none before the
+                // first version shown is read.
+                let first = index.record_holding(shown.get().from_version);
+                let start = match shown.get().not_before {
+                    None => end.saturating_sub(limit).max(first),
+                    Some(_) => first,
+                };
                 Ok(index.records[start..end]
                     .iter()
                     .rev()
@@ -95,10 +128,9 @@ impl Log {
                     .collect())
             },
             &mut |events, batch| {
-                let wanted = batch
-                    .into_iter()
-                    .rev()
-                    .filter(|event| event.version <= top.get());
+                let wanted = batch.into_iter().rev().filter(|event| {
+                    event.version <= top.get() && shown.get().shows(event.version, event.at)
+                });
                 events.extend(wanted.take(limit - events.len()));
             },
         )

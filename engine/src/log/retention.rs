@@ -36,7 +36,11 @@ use super::{Lead, Log, lock};
 /// What a log keeps, applied at each segment roll: the oldest sealed
 /// segments are purged while the log is over either limit. The active
 /// segment is never purged, so a log keeps at least its newest records.
+///
+/// `#[non_exhaustive]`, so that a limit added later breaks no caller:
+/// `Retention::default().with(|retention| retention.max_bytes = Some(n))`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Retention {
     /// Keep at most this many bytes of records (`size()`); `None`: no limit.
     pub max_bytes: Option<u64>,
@@ -46,6 +50,12 @@ pub struct Retention {
 }
 
 impl Retention {
+    /// This policy changed by `change`.
+    pub fn with(mut self, change: impl FnOnce(&mut Retention)) -> Retention {
+        change(&mut self);
+        self
+    }
+
     fn is_none(&self) -> bool {
         self.max_bytes.is_none() && self.max_age.is_none()
     }
@@ -257,7 +267,7 @@ impl Log {
         lock(&self.shared).retention = retention;
     }
 
-    fn writable(&self) -> Result<&Arc<WriterSide>, Error> {
+    pub(super) fn writable(&self) -> Result<&Arc<WriterSide>, Error> {
         self.writer.as_ref().ok_or_else(|| Error::ReadOnly {
             dir: self.settings.dir.clone(),
         })
@@ -335,8 +345,11 @@ impl Log {
             truncate_after: None,
             ..plan.under_way.clone()
         };
+        // The positions past it go back with the records they named:
+        // their seqs will be used again.
         let done = writer
             .cut_to(&keep_path, plan.cut, &plan.removed)
+            .and_then(|()| self.take_back_positions(plan.last_seq))
             .and_then(|()| write_state(vfs, dir, &finished).map_err(StateWrite::into_io));
         Ok(self.finish(done))
     }
@@ -357,6 +370,7 @@ impl Log {
             Ok(()) => Change::Done,
             // A failure only leaves the rest to Open.
             Err(error) => {
+                durlog_vfs::mark!("retention: a decided change poisoned by a later step");
                 self.poison(error);
                 Change::DoneThenPoisoned
             }

@@ -56,7 +56,15 @@ impl std::fmt::Debug for Options {
 
 /// Knobs beyond [`Options`], for benchmarks and the simulator; the
 /// defaults suit production (`Log::open` uses them).
+///
+/// `#[non_exhaustive]`, so that a knob added later breaks no caller: make
+/// one from the defaults, `Tuning::default().with(|tuning|
+/// tuning.group_bytes_max = 4096)`, or assign its fields. ([`Options`]
+/// stays exhaustive: SPEC section 4 gives it four fields that users build
+/// with struct-update syntax, which `#[non_exhaustive]` forbids outside
+/// the crate; new knobs come here instead.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Tuning {
     /// Preallocate once the active segment holds this many record bytes:
     /// extend it with zeros ahead of its records, written and synced with a
@@ -105,6 +113,14 @@ pub enum NextSegment {
     /// `Log::prepare_next_segment` prepares it, when the caller calls it
     /// (a deterministic simulator, which runs no threads).
     OnCall,
+}
+
+impl Tuning {
+    /// This tuning changed by `change`.
+    pub fn with(mut self, change: impl FnOnce(&mut Tuning)) -> Tuning {
+        change(&mut self);
+        self
+    }
 }
 
 impl Default for Tuning {

@@ -25,8 +25,9 @@ use crate::error::Error;
 use crate::format::parse_record;
 use crate::sync::{Mutex, thread};
 
-use super::all::{Commit, OwnHandles, commit_of, read_run};
+use super::all::{Commit, OwnHandles, read_run};
 use super::feed::Feed;
+use super::filter::{Filter, Keep};
 use super::settings::Settings;
 use super::{Log, Shared, lock};
 
@@ -77,7 +78,8 @@ pub struct Subscription {
     feed: Arc<Feed>,
     handles: OwnHandles,
     /// Only records of streams starting with this.
-    prefix: String,
+    /// Only the records and events this keeps.
+    filter: Filter,
     /// Where it reads next.
     position: Position,
     /// Records read ahead, all with seqs below the position's, in order.
@@ -105,13 +107,20 @@ impl Log {
     /// [`Log::subscribe`], for the records of streams whose name starts
     /// with `prefix`.
     pub fn subscribe_streams(&self, prefix: &str, from_seq: u64) -> Subscription {
+        self.subscribe_filtered(from_seq, Filter::all().stream_prefix(prefix))
+    }
+
+    /// [`Log::subscribe`] through `filter`: a record none of whose events
+    /// match is passed over; one some of whose events match is delivered
+    /// with those alone, its seq and first version as stored.
+    pub fn subscribe_filtered(&self, from_seq: u64, filter: Filter) -> Subscription {
         let (_, truncations_seen) = self.feed.changes();
         Subscription {
             settings: Arc::clone(&self.settings),
             shared: Arc::clone(&self.shared),
             feed: Arc::clone(&self.feed),
             handles: OwnHandles::new(),
-            prefix: prefix.to_owned(),
+            filter,
             position: Position::Seek {
                 next_seq: from_seq.max(1),
             },
@@ -264,14 +273,21 @@ impl Subscription {
         if published < position.next_seq() {
             return Ok(());
         }
+        // The streams' metadata as of now, taken under the log's lock only
+        // when some stream has any.
+        let filter = self.filter.clone();
+        let keep = match self.feed.has_stream_rules() {
+            true => Keep::new(&filter, &lock(&self.shared).state, || self.settings.now()),
+            false => Keep::unshown(&filter),
+        };
         let followed = match position {
             Position::Follow { next_seq, cursor } => {
-                self.read_following(next_seq, cursor, published)?
+                self.read_following(next_seq, cursor, published, &keep)?
             }
             Position::Seek { .. } => false,
         };
         if !followed {
-            self.read_positioned(position.next_seq(), published)?;
+            self.read_positioned(position.next_seq(), published, &keep)?;
         }
         if self.feed.changes() != before {
             self.ahead.truncate(kept);
@@ -284,7 +300,12 @@ impl Subscription {
 
     /// Reads the run of records from `next_seq` up to `published` that
     /// the published state places, under the log's lock.
-    fn read_positioned(&mut self, mut next_seq: u64, published: u64) -> Result<(), Error> {
+    fn read_positioned(
+        &mut self,
+        mut next_seq: u64,
+        published: u64,
+        keep: &Keep<'_>,
+    ) -> Result<(), Error> {
         let count = (published - next_seq + 1).min(AHEAD_MAX);
         let run = lock(&self.shared)
             .state
@@ -297,18 +318,17 @@ impl Subscription {
         let file = self
             .handles
             .file(&self.settings, run.segment, run.segment_first_seq)?;
-        let (prefix, ahead) = (&self.prefix, &mut self.ahead);
+        let ahead = &mut self.ahead;
         let read = read_run(
             &self.settings,
             file.as_ref(),
             &run,
+            keep,
             &mut self.buf,
-            &mut |commit| {
-                debug_assert_eq!(commit.seq, next_seq, "subscriptions skip no seq");
-                next_seq = commit.seq + 1;
-                if commit.stream.starts_with(prefix.as_str()) {
-                    ahead.push_back(commit);
-                }
+            &mut |seq, commit| {
+                debug_assert_eq!(seq, next_seq, "subscriptions skip no seq");
+                next_seq = seq + 1;
+                ahead.extend(commit);
             },
         );
         // Past what was read ahead, even if the run failed part way: those
@@ -337,6 +357,7 @@ impl Subscription {
         next_seq: u64,
         cursor: Cursor,
         published: u64,
+        keep: &Keep<'_>,
     ) -> Result<bool, Error> {
         let file = self
             .handles
@@ -347,22 +368,20 @@ impl Subscription {
         let Ok(read) = file.read_at(&mut self.buf, cursor.offset) else {
             return Ok(false);
         };
-        let (prefix, ahead) = (self.prefix.as_str(), &mut self.ahead);
         let (mut at, mut seq) = (0, next_seq);
         while seq <= last {
             let Ok(record) = parse_record(&self.buf[at..read]) else {
                 break;
             };
-            let Ok(commit) = commit_of(&record, seq) else {
+            let Ok(commit) = keep.commit(&record, seq) else {
                 break;
             };
-            if commit.stream.starts_with(prefix) {
-                ahead.push_back(commit);
-            }
+            self.ahead.extend(commit);
             at += record.len;
             seq += 1;
         }
         if seq == next_seq {
+            durlog_vfs::mark!("subscribe: a follower's next bytes were not its records");
             return Ok(false);
         }
         // Sized for the next read: what this one used, with room to grow.

@@ -124,17 +124,33 @@ impl WriterSide {
         // Preallocation rides on the group's own write and sync: zeros
         // after the records, so the next appends overwrite in place.
         let end = group.offset + group.bytes;
-        let extended = if end > *allocated {
+        let mut extended = if end > *allocated {
             settings.preallocation_end(group.bytes, end, group.sealed_bytes, reserved)
         } else {
             0
         };
         if extended > end {
+            durlog_vfs::mark!("writer: zeros preallocated with a group");
             buf.resize((extended - group.offset) as usize, 0);
         }
         check_group_bytes(group, buf, settings.segment_bytes);
-        let result = file
-            .write_at(buf, group.offset)
+        let mut result = file.write_at(buf, group.offset);
+        // The zeros are a bet on room, not a need: a disk with room for the
+        // records but not for the zeros (or a file-size limit between the
+        // two) must not refuse the append. Write the records alone, once,
+        // after cutting off what the failed write left. No sync failed, so
+        // this retries no sync; the one below covers the records and the
+        // cut. (Without this, a full disk refused appends while up to a
+        // preallocation chunk, 1 MiB by default, was still free.)
+        if extended > end && result.as_ref().is_err_and(is_out_of_room) {
+            durlog_vfs::mark!("writer: records written again without zeros for want of room");
+            extended = 0;
+            let records = &buf[..group.bytes as usize];
+            result = file
+                .set_len(group.offset)
+                .and_then(|()| file.write_at(records, group.offset));
+        }
+        let result = result
             .and_then(|()| settings.failpoint(FAILPOINT_AFTER_WRITE))
             .and_then(|()| file.sync_data());
         let Err(error) = result else {
@@ -146,7 +162,11 @@ impl WriterSide {
         // the dirty pages. Cut the record off instead, durably, so it can
         // never reappear after a restart.
         *allocated = group.offset;
+        durlog_vfs::mark!("writer: a failed group cut back");
         let cut_back = file.set_len(group.offset).and_then(|()| file.sync_data());
+        if cut_back.is_err() {
+            durlog_vfs::mark!("writer: a cut-back that fails poisons the log");
+        }
         Err(GroupFailure {
             error: Error::Io(error),
             poisoned: cut_back.is_err(),
@@ -271,6 +291,7 @@ impl WriterSide {
                         .open(path, OpenMode::ReadWrite)
                         .map_err(GroupFailure::poisoning)?;
                     self.prepared_rolls.fetch_add(1, Ordering::Relaxed);
+                    durlog_vfs::mark!("writer: a roll renames the prepared segment");
                     return Ok(Some((file, len)));
                 }
                 Err(error) if error.kind() == io::ErrorKind::Unsupported => {
@@ -320,6 +341,15 @@ impl WriterSide {
             }),
         }
     }
+}
+
+/// A write that failed for want of room: the disk is full (ENOSPC) or the
+/// file would pass its size limit (EFBIG).
+fn is_out_of_room(error: &io::Error) -> bool {
+    matches!(
+        error.kind(),
+        io::ErrorKind::StorageFull | io::ErrorKind::FileTooLarge
+    )
 }
 
 /// Before a group's bytes go to the Vfs: they parse back to exactly its

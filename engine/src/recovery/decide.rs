@@ -21,8 +21,8 @@
 //!
 //! The rules are tried in this order, each on one stable copy of the bytes
 //! (read until two reads agree), and the first that applies decides.
-//! Candidates for the rules that look beyond `d` are the valid records
-//! (CRC and batch) after `d` whose seq is at least `e`; an older seq would
+//! The later records the rules that look beyond `d` weigh are the valid
+//! records (CRC and batch) after `d` whose seq is at least `e`; an older seq would
 //! be a copy of an acknowledged record, which an event's data may
 //! legitimately carry.
 //!
@@ -41,11 +41,13 @@ use std::convert::Infallible;
 use std::path::Path;
 
 use crate::format::{
-    HEADER_SIZE, Header, RECORD_BYTES_MIN, inspect_batch, parse_record, single_bit_repair,
+    HEADER_SEQ_FIELD, HEADER_SIZE, Header, RECORD_BYTES_MIN, inspect_batch, parse_record,
+    single_bit_repair,
 };
 use crate::segment::Window;
 
-use super::{Damage, Refusal, Scanner, Tail, corrupt, read_until_two_agree};
+use super::reread::{Read, read_until_two_agree};
+use super::{Defect, Refusal, Scanner, Tail, corrupt};
 
 /// The most bytes one group commit writes in a single write-and-sync,
 /// unless a single record is larger (it is then a group of its own), and
@@ -133,11 +135,12 @@ impl Rule {
     }
 }
 
-/// A valid record found after the damage: its offset from the damage, its
-/// seq and its length; `repaired` if it is valid only with one bit flipped
-/// back (a record that was whole where it lay, then flipped at rest).
+/// A valid record found after the damage, which the rules that look beyond
+/// it weigh as evidence: its offset from the damage, its seq and its
+/// length; `repaired` if it is valid only with one bit flipped back (a
+/// record that was whole where it lay, then flipped at rest).
 #[derive(Clone, Copy, Debug)]
-struct Candidate {
+struct LaterRecord {
     at: usize,
     seq: u64,
     len: usize,
@@ -153,7 +156,7 @@ impl Scanner {
         path: &Path,
         offset: u64,
         is_last: bool,
-        damage: Damage,
+        defect: Defect,
     ) -> Result<(Tail, Rule), Refusal> {
         if !is_last {
             return Err(corrupt(
@@ -161,7 +164,7 @@ impl Scanner {
                 path,
                 offset,
                 format!(
-                    "{damage} (in a sealed segment: acknowledged data is damaged; restore the file from a replica or backup)"
+                    "{defect} (in a sealed segment: acknowledged data is damaged; restore the file from a replica or backup)"
                 ),
             ));
         }
@@ -177,7 +180,7 @@ impl Scanner {
             };
             return Ok((zeros, Rule::ZeroTail));
         }
-        if let Some((rule, reason)) = self.refusal(&rest, offset, &damage) {
+        if let Some((rule, reason)) = self.refusal(&rest, offset, &defect) {
             return Err(corrupt(rule, path, offset, reason));
         }
         let (rule, reason) = match parse_record(&rest) {
@@ -188,7 +191,7 @@ impl Scanner {
                     record.seq, self.next_seq
                 ),
             ),
-            _ => (Rule::Torn, damage.to_string()),
+            _ => (Rule::Torn, defect.to_string()),
         };
         let torn = Tail::Torn {
             file: path.to_path_buf(),
@@ -202,8 +205,11 @@ impl Scanner {
 
     /// The first refusing rule that applies to `rest` (the damaged record
     /// at `offset` and everything after it), with the reason it gives.
-    fn refusal(&self, rest: &[u8], offset: u64, damage: &Damage) -> Option<(Rule, String)> {
+    fn refusal(&self, rest: &[u8], offset: u64, defect: &Defect) -> Option<(Rule, String)> {
         let expected = self.next_seq;
+        if claims_an_older_seq(rest, offset, expected) {
+            durlog_vfs::mark!("recovery: an older seq at the damage passed over");
+        }
         if let Ok(record) = parse_record(rest)
             && record.seq > expected
         {
@@ -222,19 +228,19 @@ impl Scanner {
             return Some((
                 Rule::SeqAtDamage,
                 format!(
-                    "{damage}, and its header claims seq {claimed} where seq {expected} belongs: the start of another record, a misplaced or misdirected write, not a torn one; acknowledged data is damaged"
+                    "{defect}, and its header claims seq {claimed} where seq {expected} belongs: the start of another record, a misplaced or misdirected write, not a torn one; acknowledged data is damaged"
                 ),
             ));
         }
-        let candidates = candidates(rest, offset, expected);
-        if let Some(later) = candidates
+        let later_records = later_records(rest, offset, expected);
+        if let Some(later) = later_records
             .iter()
             .find(|later| (later.at + later.len) as u64 > self.group_bytes_max)
         {
             return Some((
                 Rule::BeyondGroup,
                 format!(
-                    "{damage}, yet a valid record (seq {}) lies at offset {}, beyond what one torn write can reach: acknowledged data is damaged",
+                    "{defect}, yet a valid record (seq {}) lies at offset {}, beyond what one torn write can reach: acknowledged data is damaged",
                     later.seq,
                     offset + later.at as u64
                 ),
@@ -244,15 +250,15 @@ impl Scanner {
             return Some((
                 Rule::SingleBit,
                 format!(
-                    "{damage}; flipping bit {flipped_bit} of this record makes it valid and a valid record follows it, so it was synced: a bit flipped at rest in acknowledged data"
+                    "{defect}; flipping bit {flipped_bit} of this record makes it valid and a valid record follows it, so it was synced: a bit flipped at rest in acknowledged data"
                 ),
             ));
         }
-        let (misplaced, why) = misplaced(rest, offset, expected, &candidates)?;
+        let (misplaced, why) = misplaced(rest, offset, expected, &later_records)?;
         Some((
             Rule::Misplaced,
             format!(
-                "{damage}, yet a {} with seq {} lies at offset {}, where the torn last write cannot have put it ({why}): a misplaced or misdirected write; acknowledged data is damaged",
+                "{defect}, yet a {} with seq {} lies at offset {}, where the torn last write cannot have put it ({why}): a misplaced or misdirected write; acknowledged data is damaged",
                 if misplaced.repaired {
                     "record valid but for one flipped bit"
                 } else {
@@ -297,8 +303,9 @@ const SECTOR_BYTES: u64 = 512;
 /// followed by garbage to its last byte (a garbage run that stops at a
 /// sector end inside the field, with zeros after, can spell any small seq).
 fn seq_field_in_one_sector(offset: u64) -> bool {
-    let seq_at = offset + HEADER_SIZE as u64 - 8;
-    seq_at / SECTOR_BYTES == (seq_at + 7) / SECTOR_BYTES
+    let first_byte = offset + HEADER_SEQ_FIELD.start as u64;
+    let last_byte = offset + HEADER_SEQ_FIELD.end as u64 - 1;
+    first_byte / SECTOR_BYTES == last_byte / SECTOR_BYTES
 }
 
 /// Whether a damaged record's header, claiming seq `claimed` where
@@ -312,17 +319,41 @@ fn claims_a_later_seq(claimed: u64, expected: u64) -> bool {
     claimed > expected && claimed < expected.saturating_add(1 << 32)
 }
 
-/// `len` bytes at `offset`, read until two reads in a row agree.
+/// Whether the record at the front of `rest` (at `offset`) is, or begins
+/// as, a copy of an older record: valid with a seq below `expected`, or
+/// with a header claiming one that no tear of the expected header spells.
+/// The rules pass such a copy over (a stale page, a repeated record);
+/// until 2026-12-01 they refused it.
+fn claims_an_older_seq(rest: &[u8], offset: u64, expected: u64) -> bool {
+    if parse_record(rest).is_ok_and(|record| record.seq < expected) {
+        return true;
+    }
+    let cut_short =
+        |claimed: u64| (1..8).any(|bytes| claimed == expected & ((1u64 << (8 * bytes)) - 1));
+    Header::peek(rest).is_some_and(|header| {
+        (1..expected).contains(&header.seq)
+            && seq_field_in_one_sector(offset)
+            && !cut_short(header.seq)
+    })
+}
+
+/// `len` bytes at `offset`, read until two reads in a row agree. Evidence
+/// is never accepted on one read: every read of it is suspect, and the
+/// bytes returned are the ones two reads in a row agreed on.
 fn stable_bytes(
     window: &mut Window<'_>,
     path: &Path,
     offset: u64,
     len: u64,
 ) -> Result<Vec<u8>, Refusal> {
-    let agreed = read_until_two_agree(window, path, offset, |window| {
-        Ok(Err::<Infallible, _>(window.bytes(offset, len)?.to_vec()))
+    let agreed = read_until_two_agree(path, Some(offset), |again| {
+        if again {
+            window.invalidate();
+        }
+        let bytes = window.bytes(offset, len)?.to_vec();
+        Ok(Read::<Infallible, _>::Suspect(bytes))
     })?;
-    let Err(bytes) = agreed;
+    let Read::Suspect(bytes) = agreed;
     Ok(bytes)
 }
 
@@ -333,7 +364,7 @@ fn stable_bytes(
 /// The cheap test of the seq field comes before any CRC, so zeros and
 /// random data are passed over quickly (a random seq field passes with a
 /// chance of 2^-32); no log grows by 2^32 records between two syncs.
-fn candidates(rest: &[u8], offset: u64, expected: u64) -> Vec<Candidate> {
+fn later_records(rest: &[u8], offset: u64, expected: u64) -> Vec<LaterRecord> {
     let seq_max = expected.saturating_add(u64::from(u32::MAX));
     let mut found = Vec::new();
     for at in 1..rest.len().saturating_sub(HEADER_SIZE - 1) {
@@ -343,7 +374,7 @@ fn candidates(rest: &[u8], offset: u64, expected: u64) -> Vec<Candidate> {
         }
         let sector_start = (offset + at as u64).is_multiple_of(SECTOR_BYTES);
         if let Some((len, repaired)) = record_at(&rest[at..], sector_start) {
-            found.push(Candidate {
+            found.push(LaterRecord {
                 at,
                 seq: header.seq,
                 len,
@@ -377,7 +408,7 @@ fn record_at(bytes: &[u8], repair: bool) -> Option<(usize, bool)> {
 /// medium"): a 4 KiB page of the file reaches the disk whole or not at all.
 const PAGE_BYTES: u64 = 4096;
 
-/// A candidate the torn last write cannot have put where it is, and why.
+/// A later record the torn last write cannot have put where it is, and why.
 /// That write put record `e` (`expected`) at the damage (`offset`) and
 /// each later record right after the one before, so a record of it with
 /// seq `s` lies at least `(s - e) x RECORD_BYTES_MIN` bytes after the
@@ -389,8 +420,8 @@ fn misplaced(
     rest: &[u8],
     offset: u64,
     expected: u64,
-    candidates: &[Candidate],
-) -> Option<(Candidate, &'static str)> {
+    later_records: &[LaterRecord],
+) -> Option<(LaterRecord, &'static str)> {
     let damage_page = offset / PAGE_BYTES;
     let own_extent = own_extent(rest, offset, expected);
     if let Some(next) = next_header_inside(rest, offset, expected, own_extent) {
@@ -399,31 +430,31 @@ fn misplaced(
             "the header of the next record, inside the damaged record's own extent",
         ));
     }
-    if let Some(kept) = all_pages_kept(rest, offset, own_extent, candidates) {
+    if let Some(kept) = all_pages_kept(rest, offset, own_extent, later_records) {
         return Some((
             kept,
             "every page of the damaged record was kept, which leaves it whole",
         ));
     }
-    let mut previous: Option<&Candidate> = None;
-    for candidate in candidates {
-        let why = if candidate.seq == expected {
+    let mut previous: Option<&LaterRecord> = None;
+    for later in later_records {
+        let why = if later.seq == expected {
             Some("the expected seq, away from the damage")
-        } else if (offset + candidate.at as u64) / PAGE_BYTES == damage_page {
+        } else if (offset + later.at as u64) / PAGE_BYTES == damage_page {
             Some("in the damaged record's own page, which a crash keeps or loses whole")
-        } else if (candidate.at as u64) < (candidate.seq - expected) * RECORD_BYTES_MIN {
+        } else if (later.at as u64) < (later.seq - expected) * RECORD_BYTES_MIN {
             Some("too close to the damage for the records before it")
-        } else if own_extent.is_some_and(|extent| (candidate.at as u64) < extent) {
+        } else if own_extent.is_some_and(|extent| (later.at as u64) < extent) {
             Some("inside the extent the damaged record's own header claims")
-        } else if previous.is_some_and(|previous| previous.seq >= candidate.seq) {
+        } else if previous.is_some_and(|previous| previous.seq >= later.seq) {
             Some("after a valid record with a higher seq")
         } else {
             None
         };
         if let Some(why) = why {
-            return Some((*candidate, why));
+            return Some((*later, why));
         }
-        previous = Some(candidate);
+        previous = Some(later);
     }
     None
 }
@@ -441,7 +472,15 @@ fn own_extent(rest: &[u8], offset: u64, expected: u64) -> Option<u64> {
     let split = (PAGE_BYTES - offset % PAGE_BYTES) as usize;
     let kept = |part: &[u8]| part.iter().any(|&byte| byte != 0);
     let whole = match rest[..HEADER_SIZE].split_at_checked(split) {
-        Some((first, second)) if !second.is_empty() => kept(first) && kept(second),
+        Some((first, second)) if !second.is_empty() => {
+            let whole = kept(first) && kept(second);
+            if whole {
+                durlog_vfs::mark!(
+                    "recovery: a header across a page boundary taken as the write's own"
+                );
+            }
+            whole
+        }
         _ => true,
     };
     whole.then(|| header.record_len())
@@ -460,22 +499,22 @@ fn all_pages_kept(
     rest: &[u8],
     offset: u64,
     own_extent: Option<u64>,
-    candidates: &[Candidate],
-) -> Option<Candidate> {
+    later_records: &[LaterRecord],
+) -> Option<LaterRecord> {
     let extent = own_extent.filter(|&extent| extent <= rest.len() as u64)?;
-    let whole = |candidate: &&Candidate| !candidate.repaired;
-    let after = candidates
+    let whole = |later: &&LaterRecord| !later.repaired;
+    let after = later_records
         .iter()
         .filter(whole)
-        .find(|candidate| candidate.at as u64 >= extent)?;
+        .find(|later| later.at as u64 >= extent)?;
     let (first_page, last_page) = (offset / PAGE_BYTES, (offset + extent - 1) / PAGE_BYTES);
     for page in first_page + 1..=last_page {
         let start = (page * PAGE_BYTES - offset) as usize;
         let end = (start + PAGE_BYTES as usize).min(rest.len());
-        let holds_a_record = candidates
+        let holds_a_record = later_records
             .iter()
             .filter(whole)
-            .any(|candidate| candidate.at < end && start < candidate.at + candidate.len);
+            .any(|later| later.at < end && start < later.at + later.len);
         if !holds_a_record && rest[start..end].iter().all(|&byte| byte == 0) {
             return None;
         }
@@ -494,7 +533,7 @@ fn next_header_inside(
     offset: u64,
     expected: u64,
     own_extent: Option<u64>,
-) -> Option<Candidate> {
+) -> Option<LaterRecord> {
     let end = own_extent?.min(rest.len() as u64) as usize;
     let first = match (offset % SECTOR_BYTES) as usize {
         0 => SECTOR_BYTES as usize,
@@ -502,7 +541,7 @@ fn next_header_inside(
     };
     (first..end).step_by(SECTOR_BYTES as usize).find_map(|at| {
         let header = Header::peek(&rest[at..])?;
-        (header.seq == expected + 1).then(|| Candidate {
+        (header.seq == expected + 1).then(|| LaterRecord {
             at,
             seq: header.seq,
             len: header.record_len() as usize,

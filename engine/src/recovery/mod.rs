@@ -1,6 +1,6 @@
 //! Recovery: reading a log directory back and deciding what it holds.
 //!
-//! [`scan`] reads every segment in name order and checks every record (the
+//! `scan` reads every segment in name order and checks every record (the
 //! header fits, the length fits, the CRC matches, the seq is the previous
 //! plus one, the segment's name is its first record's seq, the batch
 //! decodes, its first version is its stream's last plus one). The first
@@ -15,6 +15,12 @@
 //! missing segment, a seq gap) is corruption wherever it is. Entries that
 //! are not the log's (`lost+found`, dot files, a README) are passed over
 //! and listed. The scan itself never writes: `durlog verify` runs it alone.
+//!
+//! This module exposes what read-only tools need beyond the crate root:
+//! [`verify`], [`check`], [`visit_records`] and [`RecordInfo`]. What a scan
+//! reports (`Tail`, `RecoveryReport`, `Refusal`, in `report.rs`) and the
+//! decision list (`Rule`, `GROUP_BYTES_MAX`, in `decide.rs`) are reached at
+//! the root alone, one path each.
 
 use std::fmt;
 use std::io;
@@ -24,123 +30,26 @@ use durlog_vfs::{OpenMode, Vfs, VfsFile};
 
 use crate::error::Error;
 use crate::format::{
-    BatchError, BatchView, HEADER_SIZE, Header, LogState, RecordError, inspect_batch, parse_record,
+    BatchError, BatchView, HEADER_SIZE, Header, LogState, RecordError, Tables, inspect_batch,
+    parse_record,
 };
 use crate::index::{Index, Location};
 use crate::segment::{SegmentMeta, Window};
 
-mod decide;
+pub(crate) mod decide;
 mod names;
+pub(crate) mod report;
+mod reread;
 mod state;
 
 use names::{Names, segment_names};
+use reread::{Read, read_until_two_agree};
 
-pub use decide::{GROUP_BYTES_MAX, Rule};
-pub(crate) use state::{StateWrite, write_state};
-
-/// How many times a suspected damage is re-read before it is believed: a
-/// flaky read must not make recovery truncate acknowledged data.
-const REREADS_MAX: usize = 4;
-
-/// What the end of the last segment looks like.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Tail {
-    /// The last segment ends exactly at its last valid record.
-    Clean,
-    /// Only zero bytes follow the last valid record (preallocation, or a
-    /// size change whose data never reached the disk): the end of the log,
-    /// not damage. `Log::open` cuts them off like a torn tail, so that
-    /// every segment ends at its last record; `durlog verify` calls it clean.
-    Zeros {
-        /// The last segment.
-        file: PathBuf,
-        /// Where the zeros start.
-        offset: u64,
-        /// How many zero bytes there are.
-        bytes: u64,
-    },
-    /// A torn tail: an append that never completed. `Log::open` truncates
-    /// the file at `offset` and makes the truncation durable.
-    Torn {
-        /// The last segment.
-        file: PathBuf,
-        /// Offset of the first record that fails.
-        offset: u64,
-        /// Bytes from there to the end of the file.
-        bytes: u64,
-        /// Why the record there fails.
-        reason: String,
-        /// One flipped bit would make the record there the valid next
-        /// record: it may be an acknowledged record damaged at rest, which
-        /// nothing after it can prove (FORMAT.md, "What stays ambiguous").
-        /// Otherwise its bytes are not a record any append acknowledged.
-        may_be_acknowledged: bool,
-    },
-}
-
-/// What recovery found (and, from `Log::open`, what it did).
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct RecoveryReport {
-    /// Segment files read.
-    pub segments: usize,
-    /// Valid records read.
-    pub records: u64,
-    /// Bytes of valid records.
-    pub record_bytes: u64,
-    /// Seq of the first record kept: 1, or the first after a purge
-    /// (the state file's).
-    pub first_seq: u64,
-    /// Seq of the last valid record (`first_seq - 1` if none is kept).
-    pub last_seq: u64,
-    /// A truncation was under way (the state file names its last seq):
-    /// the records after it are not the log's, and `Log::open` finishes
-    /// removing them. `None` from a writer's open once it has.
-    pub truncating: Option<u64>,
-    /// Segment files below `first_seq` that a purge had still to remove
-    /// (`Log::open` removes them).
-    pub purged_leftovers: usize,
-    /// The state of the last segment's end.
-    pub tail: Tail,
-    /// Bytes `Log::open` cut off the last segment (0 from a read-only scan).
-    pub bytes_truncated: u64,
-    /// The rule of FORMAT.md's decision list that decided what the first
-    /// damaged record meant (`ZeroTail`, `Repeated` or `Torn`); `None` if
-    /// none failed.
-    pub decided_by: Option<Rule>,
-    /// Entries of the directory that are not the log's, passed over and
-    /// left untouched.
-    pub ignored: Vec<PathBuf>,
-}
-
-/// Why a scan refused a directory: the error (`Corrupt` naming the file
-/// and offset, or an I/O error), and for damage, the rule that decided.
-#[derive(Debug)]
-pub struct Refusal {
-    /// What `Log::open` returns.
-    pub error: Error,
-    /// The rule that found the damage; `None` for an I/O error.
-    pub rule: Option<Rule>,
-}
-
-impl From<Refusal> for Error {
-    fn from(refusal: Refusal) -> Error {
-        refusal.error
-    }
-}
-
-impl From<Error> for Refusal {
-    fn from(error: Error) -> Refusal {
-        Refusal { error, rule: None }
-    }
-}
-
-impl From<io::Error> for Refusal {
-    fn from(error: io::Error) -> Refusal {
-        Refusal::from(Error::Io(error))
-    }
-}
+// The items the crate root exports, reachable inside the crate at
+// `crate::recovery::X` as well.
+pub(crate) use decide::{GROUP_BYTES_MAX, Rule};
+pub(crate) use report::{RecoveryReport, Refusal, Tail};
+pub(crate) use state::{StateWrite, replace_file, write_state};
 
 /// One valid record, as a scan visits it.
 pub struct RecordInfo<'a> {
@@ -169,16 +78,22 @@ pub(crate) struct Scanned {
     pub state: LogState,
     /// Whether a state file, or a temporary one, is in the directory.
     pub state_files: StateFiles,
+    /// The tables of stream metadata and consumer positions.
+    pub tables: Tables,
     /// What a purge or a truncation under way left for Open to remove.
     pub leftovers: Leftovers,
 }
 
-/// The state files found in a directory.
-#[derive(Clone, Copy, Debug, Default)]
+/// The bookkeeping files found in a directory.
+#[derive(Clone, Debug, Default)]
 pub(crate) struct StateFiles {
     pub state: bool,
-    /// A new state file that a crash left before its rename.
-    pub temp: bool,
+    /// The tables of stream metadata and of consumer positions.
+    pub streams: bool,
+    pub consumers: bool,
+    /// New bookkeeping files a crash left before their rename: the old
+    /// ones (or none) still rule, and Open removes these.
+    pub temps: Vec<PathBuf>,
 }
 
 /// Files and bytes that a purge or a truncation under way had still to
@@ -230,6 +145,7 @@ pub(crate) fn scan(
         ignored,
     } = segment_names(vfs, dir)?;
     let state = state::read_state(vfs, dir, state_files.state)?;
+    let tables = state::read_tables(vfs, dir, &state_files)?;
     let sorted = state::Sorted::new(names, &state);
     let mut scanner = Scanner {
         index: state::seeded_index(&state),
@@ -272,6 +188,7 @@ pub(crate) fn scan(
         next_segment,
         state,
         state_files,
+        tables,
         leftovers: Leftovers {
             purged: sorted.purged,
             truncated: sorted.truncated,
@@ -366,9 +283,13 @@ fn corrupt(rule: Rule, file: &Path, offset: u64, reason: String) -> Refusal {
     }
 }
 
-/// Why the record at an offset is not the next record of the log.
+/// Why the bytes at an offset are not the next record of the log: what
+/// the scan checks found wrong there. A defect, not yet damage: a torn
+/// tail, a stale copy and a bit flipped at rest all show as one, and
+/// `decide.rs` says which it is. (Not `durlog_vfs::Damage`, the simulated
+/// disk's record of a fault it injected.)
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Damage {
+pub(crate) enum Defect {
     /// The bytes are not a record: short, or a CRC mismatch.
     Record(RecordError),
     /// A valid record, but not the one the seq chain expects.
@@ -385,15 +306,15 @@ pub(crate) enum Damage {
     BeyondSegmentLimit,
 }
 
-impl fmt::Display for Damage {
+impl fmt::Display for Defect {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Damage::Record(error) => error.fmt(f),
-            Damage::Seq { found, expected } => {
+            Defect::Record(error) => error.fmt(f),
+            Defect::Seq { found, expected } => {
                 write!(f, "record has seq {found}, expected {expected}")
             }
-            Damage::Batch(error) => error.fmt(f),
-            Damage::Version {
+            Defect::Batch(error) => error.fmt(f),
+            Defect::Version {
                 stream,
                 found,
                 expected,
@@ -401,19 +322,11 @@ impl fmt::Display for Damage {
                 f,
                 "batch of stream {stream:?} starts at version {found}, expected {expected}"
             ),
-            Damage::BeyondSegmentLimit => {
+            Defect::BeyondSegmentLimit => {
                 f.write_str("record starts beyond 4 GiB, where no segment reaches")
             }
         }
     }
-}
-
-/// The outcome of checking the record at one offset.
-enum Checked {
-    /// The next record of the log, this many bytes long; now indexed.
-    Valid(u64),
-    /// Not the next record of the log.
-    Damaged(Damage),
 }
 
 struct Scanner {
@@ -448,10 +361,10 @@ impl Scanner {
         let mut outcome = Ok((Tail::Clean, None));
         while offset < file_len && self.next_seq <= self.stop_after {
             match self.check_record(&mut window, path, offset, segment, visit) {
-                Ok(Checked::Valid(len)) => offset += len,
-                Ok(Checked::Damaged(damage)) => {
+                Ok(Read::Accepted(len)) => offset += len,
+                Ok(Read::Suspect(defect)) => {
                     outcome = self
-                        .decide(&mut window, path, offset, is_last, damage)
+                        .decide(&mut window, path, offset, is_last, defect)
                         .map(|(tail, rule)| (tail, Some(rule)));
                     break;
                 }
@@ -465,8 +378,9 @@ impl Scanner {
         outcome.map(|tail| (offset, tail))
     }
 
-    /// Checks the record at `offset` and, if valid, indexes it. Suspected
-    /// damage is re-read until two reads agree.
+    /// Checks the record at `offset`: the next record of the log, this
+    /// many bytes long and now indexed, or why it is not. Suspected damage
+    /// is re-read until two reads agree (on why, and on the bytes).
     fn check_record(
         &mut self,
         window: &mut Window<'_>,
@@ -474,23 +388,28 @@ impl Scanner {
         offset: u64,
         segment: u32,
         visit: &mut dyn FnMut(&RecordInfo<'_>),
-    ) -> Result<Checked, Error> {
-        let agreed = read_until_two_agree(window, path, offset, |window| {
+    ) -> Result<Read<u64, Defect>, Error> {
+        let agreed = read_until_two_agree(path, Some(offset), |again| {
+            if again {
+                window.invalidate();
+            }
             Ok(
                 match self.try_record(window, path, offset, segment, visit)? {
-                    Checked::Valid(len) => Ok(len),
-                    Checked::Damaged(damage) => {
-                        Err((damage, record_bytes(window, offset)?.to_vec()))
+                    Read::Accepted(len) => Read::Accepted(len),
+                    Read::Suspect(defect) => {
+                        Read::Suspect((defect, record_bytes(window, offset)?.to_vec()))
                     }
                 },
             )
         })?;
         Ok(match agreed {
-            Ok(len) => Checked::Valid(len),
-            Err((damage, _)) => Checked::Damaged(damage),
+            Read::Accepted(len) => Read::Accepted(len),
+            Read::Suspect((defect, _)) => Read::Suspect(defect),
         })
     }
 
+    /// One read of the record at `offset`: accepted (then indexed and
+    /// visited), or why it is not the next record of the log.
     fn try_record(
         &mut self,
         window: &mut Window<'_>,
@@ -498,32 +417,32 @@ impl Scanner {
         offset: u64,
         segment: u32,
         visit: &mut dyn FnMut(&RecordInfo<'_>),
-    ) -> io::Result<Checked> {
+    ) -> io::Result<Read<u64, Defect>> {
         let bytes = record_bytes(window, offset)?;
         let record = match parse_record(bytes) {
             Ok(record) => record,
-            Err(error) => return Ok(Checked::Damaged(Damage::Record(error))),
+            Err(error) => return Ok(Read::Suspect(Defect::Record(error))),
         };
         if record.seq != self.next_seq {
-            return Ok(Checked::Damaged(Damage::Seq {
+            return Ok(Read::Suspect(Defect::Seq {
                 found: record.seq,
                 expected: self.next_seq,
             }));
         }
         let batch = match inspect_batch(record.payload) {
             Ok(batch) => batch,
-            Err(error) => return Ok(Checked::Damaged(Damage::Batch(error))),
+            Err(error) => return Ok(Read::Suspect(Defect::Batch(error))),
         };
         let expected_version = self.index.version(batch.stream) + 1;
         if batch.first_version != expected_version {
-            return Ok(Checked::Damaged(Damage::Version {
+            return Ok(Read::Suspect(Defect::Version {
                 stream: batch.stream.to_owned(),
                 found: batch.first_version,
                 expected: expected_version,
             }));
         }
         let Ok(offset32) = u32::try_from(offset) else {
-            return Ok(Checked::Damaged(Damage::BeyondSegmentLimit));
+            return Ok(Read::Suspect(Defect::BeyondSegmentLimit));
         };
         let len = record.len as u64;
         visit(&RecordInfo {
@@ -547,7 +466,7 @@ impl Scanner {
         self.next_seq += 1;
         self.records += 1;
         self.record_bytes += len;
-        Ok(Checked::Valid(len))
+        Ok(Read::Accepted(len))
     }
 }
 
@@ -557,30 +476,4 @@ fn record_bytes<'w>(window: &'w mut Window<'_>, offset: u64) -> io::Result<&'w [
     let header = window.bytes(offset, HEADER_SIZE as u64)?;
     let claimed = Header::peek(header).map_or(0, |header| u64::from(header.len));
     window.bytes(offset, HEADER_SIZE as u64 + claimed)
-}
-
-/// Runs `attempt`, a read through the window, until it accepts what it
-/// read (`Ok`) or two reads in a row are suspect in the same way (`Err`,
-/// compared whole): what recovery acts on must not be the product of one
-/// flaky read. Each attempt after the first reads the file afresh.
-fn read_until_two_agree<T, S: PartialEq>(
-    window: &mut Window<'_>,
-    path: &Path,
-    offset: u64,
-    mut attempt: impl FnMut(&mut Window<'_>) -> io::Result<Result<T, S>>,
-) -> Result<Result<T, S>, Error> {
-    let mut previous = None;
-    for _ in 0..=REREADS_MAX {
-        match attempt(window)? {
-            Ok(accepted) => return Ok(Ok(accepted)),
-            Err(suspect) if previous.as_ref() == Some(&suspect) => return Ok(Err(suspect)),
-            Err(suspect) => previous = Some(suspect),
-        }
-        window.invalidate();
-    }
-    Err(Error::Io(io::Error::other(format!(
-        "{}: {} reads at offset {offset} returned different bytes; the device is unstable, not retrying recovery",
-        path.display(),
-        REREADS_MAX + 1
-    ))))
 }

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use durlog_vfs::Vfs;
 
 use crate::format::{
-    LOCK_FILE_NAME, NEXT_SEGMENT_NAME, STATE_FILE_NAME, STATE_TEMP_NAME, looks_like_a_segment,
+    CONSUMERS_FILE_NAME, CONSUMERS_TEMP_NAME, LOCK_FILE_NAME, NEXT_SEGMENT_NAME, STATE_FILE_NAME,
+    STATE_TEMP_NAME, STREAMS_FILE_NAME, STREAMS_TEMP_NAME, looks_like_a_segment,
     parse_segment_name,
 };
 
@@ -55,11 +56,19 @@ pub(super) fn segment_names(vfs: &dyn Vfs, dir: &Path) -> Result<Names, Refusal>
         } else if entry.name == STATE_FILE_NAME {
             owned_file("the log's state file")?;
             names.state_files.state = true;
-        } else if entry.name == STATE_TEMP_NAME {
-            // A new state file a crash left before its rename: the old
-            // one (or none) still rules, and Open removes this.
-            owned_file("a new state file")?;
-            names.state_files.temp = true;
+        } else if entry.name == STREAMS_FILE_NAME {
+            owned_file("the table of stream metadata")?;
+            names.state_files.streams = true;
+        } else if entry.name == CONSUMERS_FILE_NAME {
+            owned_file("the table of consumer positions")?;
+            names.state_files.consumers = true;
+        } else if [STATE_TEMP_NAME, STREAMS_TEMP_NAME, CONSUMERS_TEMP_NAME]
+            .contains(&entry.name.as_str())
+        {
+            // A new bookkeeping file a crash left before its rename: the
+            // old one (or none) still rules, and Open removes this.
+            owned_file("a new bookkeeping file")?;
+            names.state_files.temps.push(path);
         } else if let Some(first_seq) = parse_segment_name(&entry.name) {
             owned_file("a segment file")?;
             names.segments.push((first_seq, path));

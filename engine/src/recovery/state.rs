@@ -11,53 +11,92 @@ use std::io;
 
 use durlog_vfs::{OpenMode, Vfs};
 
-use crate::format::{LogState, STATE_FILE_NAME, STATE_TEMP_NAME};
+use crate::format::{
+    CONSUMERS_FILE_NAME, LogState, STATE_FILE_NAME, STATE_TEMP_NAME, STREAMS_FILE_NAME,
+    decode_consumers, decode_streams,
+};
 use crate::index::Index;
 
-use super::{REREADS_MAX, Refusal, Rule, corrupt};
+use super::reread::{Read, read_until_two_agree};
+use super::{Refusal, Rule, StateFiles, Tables, corrupt};
 
 /// The state file's content, or a new log's (first seq 1, nothing
 /// purged, no truncation) if there is none. A damaged state file is
 /// corruption: without it, purged versions and the purge boundary are
 /// unknown.
 pub(super) fn read_state(vfs: &dyn Vfs, dir: &Path, present: bool) -> Result<LogState, Refusal> {
-    let fresh = LogState {
-        first_seq: 1,
-        ..LogState::default()
-    };
     if !present {
-        return Ok(fresh);
+        return Ok(LogState {
+            first_seq: 1,
+            ..LogState::default()
+        });
     }
-    let path = dir.join(STATE_FILE_NAME);
-    let file = vfs.open(&path, OpenMode::ReadOnly)?;
-    // A flaky read must not refuse the log: damage is believed only when
-    // two reads in a row return the same bytes.
-    let mut previous: Option<Vec<u8>> = None;
-    for _ in 0..=REREADS_MAX {
+    read_bookkeeping(
+        vfs,
+        &dir.join(STATE_FILE_NAME),
+        LogState::decode,
+        "the log's state file",
+    )
+}
+
+/// The tables of stream metadata and consumer positions (empty when a log
+/// has none). Damaged, they are corruption: a hard deletion or a
+/// consumer's position forgotten would let a deleted stream come back or
+/// a consumer skip or replay unseen.
+pub(super) fn read_tables(
+    vfs: &dyn Vfs,
+    dir: &Path,
+    files: &StateFiles,
+) -> Result<Tables, Refusal> {
+    let mut tables = Tables::default();
+    if files.streams {
+        let path = dir.join(STREAMS_FILE_NAME);
+        tables.streams =
+            read_bookkeeping(vfs, &path, decode_streams, "the table of stream metadata")?;
+    }
+    if files.consumers {
+        let path = dir.join(CONSUMERS_FILE_NAME);
+        tables.consumers = read_bookkeeping(
+            vfs,
+            &path,
+            decode_consumers,
+            "the table of consumer positions",
+        )?;
+    }
+    Ok(tables)
+}
+
+/// A bookkeeping file at `path`, decoded; refused as `Corrupt` naming it
+/// (`what`) if damaged. A flaky read must not refuse the log: damage is
+/// believed only when two reads in a row return the same bytes, each read
+/// reading the file afresh.
+fn read_bookkeeping<T, E: std::fmt::Display + PartialEq>(
+    vfs: &dyn Vfs,
+    path: &Path,
+    decode: impl Fn(&[u8]) -> Result<T, E>,
+    what: &str,
+) -> Result<T, Refusal> {
+    let file = vfs.open(path, OpenMode::ReadOnly)?;
+    let agreed = read_until_two_agree(path, None, |_again| {
         let len = file.len()?;
-        // A state file holds a name and a version per stream: never trust
-        // its length to size a buffer past what memory holds.
+        // Never trust a file's length to size a buffer past what memory
+        // holds.
         let mut bytes = vec![0; usize::try_from(len).unwrap_or(usize::MAX).min(1 << 30)];
         durlog_vfs::read_exact_at(file.as_ref(), &mut bytes, 0)?;
-        let error = match LogState::decode(&bytes) {
-            Ok(state) => return Ok(state),
-            Err(error) => error,
-        };
-        if previous.as_ref() == Some(&bytes) {
-            return Err(corrupt(
-                Rule::Structure,
-                &path,
-                0,
-                format!("the log's state file is damaged ({error}); restore it from a backup"),
-            ));
-        }
-        previous = Some(bytes);
+        Ok(match decode(&bytes) {
+            Ok(decoded) => Read::Accepted(decoded),
+            Err(error) => Read::Suspect((error, bytes)),
+        })
+    })?;
+    match agreed {
+        Read::Accepted(decoded) => Ok(decoded),
+        Read::Suspect((error, _)) => Err(corrupt(
+            Rule::Structure,
+            path,
+            0,
+            format!("{what} is damaged ({error}); restore it from a backup"),
+        )),
     }
-    Err(Refusal::from(io::Error::other(format!(
-        "{}: {} reads returned different bytes; the device is unstable, not retrying recovery",
-        path.display(),
-        REREADS_MAX + 1
-    ))))
 }
 
 /// The segments of a directory, sorted by the state file.
@@ -110,16 +149,26 @@ pub(super) fn seeded_index(state: &LogState) -> Index {
     index
 }
 
-/// Replaces the log's state file with `state`, durably: written whole
-/// under a temporary name and synced, renamed over the old one, and the
-/// directory synced. A crash anywhere leaves the old file or the new one
-/// (the rename is atomic; the temporary file is never read). Returns
-/// before the rename if writing the new file fails: nothing changed then.
-/// After the rename, an error leaves the outcome to the next recovery:
-/// the caller must stop trusting what it knows (the log is poisoned).
+/// Replaces the log's state file with `state`, durably: see
+/// [`replace_file`].
 pub(crate) fn write_state(vfs: &dyn Vfs, dir: &Path, state: &LogState) -> Result<(), StateWrite> {
-    let temp = dir.join(STATE_TEMP_NAME);
-    let bytes = state.encode();
+    replace_file(vfs, dir, STATE_FILE_NAME, STATE_TEMP_NAME, &state.encode())
+}
+
+/// Replaces the bookkeeping file `name` in `dir` with `bytes`, durably:
+/// written whole under `temp` and synced, renamed over the old one, and
+/// the directory synced. A crash anywhere leaves the old file or the new
+/// one (the rename is atomic; the temporary file is never read). Returns
+/// before the rename if writing the new file fails: nothing changed then.
+/// After the rename, an error leaves the outcome to the next recovery.
+pub(crate) fn replace_file(
+    vfs: &dyn Vfs,
+    dir: &Path,
+    name: &str,
+    temp: &str,
+    bytes: &[u8],
+) -> Result<(), StateWrite> {
+    let temp = dir.join(temp);
     let written = (|| {
         // One left by an earlier failure is never read: replace it.
         match vfs.remove_file(&temp) {
@@ -127,11 +176,11 @@ pub(crate) fn write_state(vfs: &dyn Vfs, dir: &Path, state: &LogState) -> Result
             _ => {}
         }
         let file = vfs.open(&temp, OpenMode::CreateNew)?;
-        file.write_at(&bytes, 0)?;
+        file.write_at(bytes, 0)?;
         file.sync_data()
     })();
     written.map_err(StateWrite::Before)?;
-    vfs.rename(&temp, &dir.join(STATE_FILE_NAME))
+    vfs.rename(&temp, &dir.join(name))
         .and_then(|()| vfs.sync_dir(dir))
         .map_err(StateWrite::After)
 }

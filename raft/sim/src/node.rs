@@ -106,13 +106,12 @@ impl Node {
             })),
             ..Options::default()
         };
-        let tuning = Tuning {
-            // No thread of durlog's own, and no yields: one thread runs
-            // everything.
-            next_segment: NextSegment::CreateAtRoll,
-            gather_yields: 0,
-            ..Tuning::default()
-        };
+        // No thread of durlog's own, and no yields: one thread runs
+        // everything.
+        let tuning = Tuning::default().with(|tuning| {
+            tuning.next_segment = NextSegment::CreateAtRoll;
+            tuning.gather_yields = 0;
+        });
         (options, tuning)
     }
 

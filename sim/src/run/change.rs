@@ -63,7 +63,7 @@ impl World<'_> {
         let (first, last) = (model.first_seq(), model.last_seq());
         let kept = last + 1 - first;
         let before = first + kept - kept * u64::from(keep_percent) / 100;
-        let starts = segment_starts(&self.vfs, &self.dir);
+        let starts = segment_starts(&self.node.vfs, &self.node.dir);
         // Every segment but the last whose records all precede `before`.
         let planned = starts
             .iter()
@@ -75,19 +75,22 @@ impl World<'_> {
             self,
             "      purge_before({before}): first seq {first} -> {planned}"
         );
-        let mark = self.vfs.fault_log_len();
+        let mark = self.node.vfs.fault_log_len();
         if let CrashSpec::AfterOps(n) = crash {
-            self.vfs.crash_after_ops(n);
+            self.node.vfs.crash_after_ops(n);
         }
         let result = self.log().purge_before(before);
-        self.vfs.crash_after_ops(0);
+        self.node.vfs.crash_after_ops(0);
         note!(self, "      -> {result:?}");
-        let faulted =
-            self.vfs.is_halted() || excuse::explains_io_error(&self.vfs.fault_log_since(mark));
+        let faulted = self.node.vfs.is_halted()
+            || excuse::explains_io_error(&self.node.vfs.fault_log_since(mark));
         let poisoned = self.log().is_poisoned();
-        let changed =
-            self.oracle
-                .check_purge(planned, &result, faulted, poisoned || self.vfs.is_halted())?;
+        let changed = self.oracle.check_purge(
+            planned,
+            &result,
+            faulted,
+            poisoned || self.node.vfs.is_halted(),
+        )?;
         self.result.counters.purges += u64::from(changed);
         self.after_change(CrashPoint::Purge)
     }
@@ -96,21 +99,21 @@ impl World<'_> {
         let model = self.oracle.model();
         let seq = model.last_seq().saturating_sub(u64::from(back));
         note!(self, "      truncate_after({seq})");
-        let mark = self.vfs.fault_log_len();
+        let mark = self.node.vfs.fault_log_len();
         if let CrashSpec::AfterOps(n) = crash {
-            self.vfs.crash_after_ops(n);
+            self.node.vfs.crash_after_ops(n);
         }
         let result = self.log().truncate_after(seq);
-        self.vfs.crash_after_ops(0);
+        self.node.vfs.crash_after_ops(0);
         note!(self, "      -> {result:?}");
-        let faulted =
-            self.vfs.is_halted() || excuse::explains_io_error(&self.vfs.fault_log_since(mark));
+        let faulted = self.node.vfs.is_halted()
+            || excuse::explains_io_error(&self.node.vfs.fault_log_since(mark));
         let poisoned = self.log().is_poisoned();
-        let doubt = poisoned || self.vfs.is_halted();
+        let doubt = poisoned || self.node.vfs.is_halted();
         match self.oracle.check_truncate(seq, &result, faulted, doubt)? {
             Some(true) => {
                 self.result.counters.truncations += 1;
-                super::follow::lock(&self.followers).truncated(seq);
+                super::follow::lock(&self.node.followers).truncated(seq);
             }
             Some(false) => self.result.counters.truncations_refused += 1,
             None => {}
@@ -121,7 +124,7 @@ impl World<'_> {
     /// A change that lost power reopens the log; one that poisoned it
     /// restarts the process.
     fn after_change(&mut self, point: CrashPoint) -> Check {
-        if self.vfs.is_halted() {
+        if self.node.vfs.is_halted() {
             return self.power_loss(point, CrashSpec::None, false);
         }
         if self.log().is_poisoned() {
@@ -143,7 +146,7 @@ impl World<'_> {
             .sum();
         self.oracle.retention = Some(RetentionWindow {
             policy,
-            starts: segment_starts(&self.vfs, &self.dir),
+            starts: segment_starts(&self.node.vfs, &self.node.dir),
             now_after: 0,
             extra_bytes,
         });
@@ -153,11 +156,11 @@ impl World<'_> {
     /// log's first seq moved, must be one the policy asked for.
     pub(super) fn close_retention_window(&mut self) -> Check {
         let now = super::CLOCK_BASE_NS
-            + super::CLOCK_STEP_NS * self.clock.load(std::sync::atomic::Ordering::SeqCst);
+            + super::CLOCK_STEP_NS * self.node.clock.load(std::sync::atomic::Ordering::SeqCst);
         if let Some(window) = &mut self.oracle.retention {
             window.now_after = now;
         }
-        if self.vfs.is_halted() {
+        if self.node.vfs.is_halted() {
             return Ok(()); // the reopen judges it
         }
         let first = self.log().first_seq();

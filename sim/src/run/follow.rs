@@ -140,10 +140,10 @@ impl World<'_> {
     /// was acknowledged, then ends with `Closed` (or stops at damage, which
     /// the oracle must excuse).
     pub(super) fn check_followers_closed(&mut self) -> Check {
-        let count = lock(&self.followers).list.len();
+        let count = lock(&self.node.followers).list.len();
         for index in 0..count {
-            let mark = self.vfs.fault_log_len();
-            let mut followers = lock(&self.followers);
+            let mark = self.node.vfs.fault_log_len();
+            let mut followers = lock(&self.node.followers);
             let follower = &mut followers.list[index];
             let Some(subscription) = follower.subscription.as_mut() else {
                 continue;
@@ -175,8 +175,8 @@ impl World<'_> {
             };
             drop(followers);
             if let Some(error) = error {
-                let faults = self.vfs.fault_log_since(mark);
-                let evidence = Evidence::new(&self.vfs, &self.dir);
+                let faults = self.node.vfs.fault_log_since(mark);
+                let evidence = Evidence::new(&self.node.vfs, &self.node.dir);
                 self.oracle.excuse_read_error(&error, &evidence, &faults)?;
             }
         }
@@ -188,14 +188,18 @@ impl World<'_> {
         let end = self.oracle.model().last_seq() + 1;
         let from = end - u64::from(back).min(end);
         let prefix = stream.map_or_else(String::new, |stream| format!("s{stream}"));
-        let log = self.log.as_ref().expect("the log is open between actions");
-        lock(&self.followers).start(log, prefix, from);
+        let log = self
+            .node
+            .log
+            .as_ref()
+            .expect("the log is open between actions");
+        lock(&self.node.followers).start(log, prefix, from);
     }
 
     /// Follower `index` takes up to `max` records; the oracle checks each.
     pub(super) fn poll(&mut self, index: usize, max: u32) -> Check {
-        let mark = self.vfs.fault_log_len();
-        let mut followers = lock(&self.followers);
+        let mark = self.node.vfs.fault_log_len();
+        let mut followers = lock(&self.node.followers);
         let (taken, error) = followers.take(index, max);
         let follower = &mut followers.list[index];
         for commit in &taken {
@@ -215,12 +219,16 @@ impl World<'_> {
     /// for one handed records a truncation then removed (it goes on), any
     /// other only on damage or a fault that explains it.
     fn follower_error(&mut self, index: usize, error: Error, mark: usize) -> Check {
-        let mut followers = lock(&self.followers);
+        let mut followers = lock(&self.node.followers);
         let follower = &mut followers.list[index];
         let first = self.oracle.model().first_seq();
         match error {
             Error::Purged { first_seq } if first_seq == first && follower.next < first => {
-                let log = self.log.as_ref().expect("the log is open between actions");
+                let log = self
+                    .node
+                    .log
+                    .as_ref()
+                    .expect("the log is open between actions");
                 followers.restart_at(index, log, first);
                 Ok(())
             }
@@ -235,8 +243,8 @@ impl World<'_> {
             )),
             error => {
                 drop(followers);
-                let faults = self.vfs.fault_log_since(mark);
-                let evidence = Evidence::new(&self.vfs, &self.dir);
+                let faults = self.node.vfs.fault_log_since(mark);
+                let evidence = Evidence::new(&self.node.vfs, &self.node.dir);
                 self.oracle.excuse_read_error(&error, &evidence, &faults)
             }
         }
@@ -245,7 +253,7 @@ impl World<'_> {
     /// What followers were handed between a group's write and its sync
     /// must have been acknowledged before that commit.
     pub(super) fn check_deliveries_during_commit(&mut self) -> Check {
-        let mut followers = lock(&self.followers);
+        let mut followers = lock(&self.node.followers);
         let delivered = std::mem::take(&mut followers.during_commit);
         for (index, commit) in &delivered {
             let follower = &mut followers.list[*index];
@@ -261,12 +269,12 @@ impl World<'_> {
     /// during a commit, judged once the model knows of it; nothing, if
     /// the commit lost power and the subscriptions with it.
     pub(super) fn check_told_during_commit(&mut self) -> Check {
-        let told = std::mem::take(&mut lock(&self.followers).told_during_commit);
-        if self.vfs.is_halted() {
+        let told = std::mem::take(&mut lock(&self.node.followers).told_during_commit);
+        if self.node.vfs.is_halted() {
             return Ok(());
         }
         for (index, error) in told {
-            let mark = self.vfs.fault_log_len();
+            let mark = self.node.vfs.fault_log_len();
             self.follower_error(index, error, mark)?;
         }
         Ok(())

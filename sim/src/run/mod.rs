@@ -92,44 +92,69 @@ pub fn run_plan_on(
     // The failpoint hook holds the followers and their subscriptions hold
     // the log's settings, which hold the hook: a cycle that only emptying
     // the list breaks (else every seed's log stays in memory).
-    follow::lock(&world.followers).list.clear();
+    follow::lock(&world.node.followers).list.clear();
     let excused = world.oracle.excused().clone();
     let mut result = world.result;
     result.seed = plan.seed;
     result.excused = excused;
-    result.faults = world.vfs.fault_counts();
-    result.digest = world.vfs.trace_digest();
+    result.faults = world.node.vfs.fault_counts();
+    result.digest = world.node.vfs.trace_digest();
     result.violation = outcome.err();
     result.trace = world.trace.unwrap_or_default();
     result
 }
 
-struct World<'a> {
-    plan: &'a Plan,
+/// The machine under test: its disk, the log's directory, the log when
+/// it is open, its subscribers, and what the log was opened with (its
+/// clock, its failpoint switch, its quota).
+struct Node {
     vfs: SimVfs,
     log: Option<Log>,
-    oracle: Oracle,
-    pending: BTreeMap<Ticket, Submitted>,
-    busy: BTreeSet<u32>,
     clock: Arc<AtomicI64>,
     failpoint_armed: Arc<AtomicBool>,
     max_bytes: u64,
-    /// Commit actions run, for `Plan::prepare_every`.
-    commits: u32,
-    /// The run stopped early for a legitimate reason (corruption refused).
-    ended: bool,
-    /// The last reopen of the run is under way.
-    final_reopen: bool,
     /// The files a misdirected write hit, as recovery was about to read
     /// them: whether its copy was there for recovery to find.
     before_open: Vec<(PathBuf, Vec<u8>)>,
     /// The log's directory, and how many times the run started over.
     dir: PathBuf,
     generation: u32,
-    result: SeedResult,
-    trace: Option<Vec<String>>,
     /// Subscribers, shared with the failpoint hook.
     followers: follow::SharedFollowers,
+}
+
+impl Node {
+    fn new(plan: &Plan, vfs: SimVfs) -> Node {
+        Node {
+            vfs,
+            log: None,
+            clock: Arc::new(AtomicI64::new(0)),
+            failpoint_armed: Arc::new(AtomicBool::new(false)),
+            max_bytes: plan.max_bytes,
+            before_open: Vec::new(),
+            dir: PathBuf::from(LOG_DIR),
+            generation: 0,
+            followers: follow::SharedFollowers::default(),
+        }
+    }
+}
+
+/// One run: the plan, the node it runs on, the oracle, what is in flight,
+/// and what was counted.
+struct World<'a> {
+    plan: &'a Plan,
+    node: Node,
+    oracle: Oracle,
+    pending: BTreeMap<Ticket, Submitted>,
+    busy: BTreeSet<u32>,
+    /// Commit actions run, for `Plan::prepare_every`.
+    commits: u32,
+    /// The run stopped early for a legitimate reason (corruption refused).
+    ended: bool,
+    /// The last reopen of the run is under way.
+    final_reopen: bool,
+    result: SeedResult,
+    trace: Option<Vec<String>>,
     on_power_loss: Option<PowerLossHook<'a>>,
 }
 
@@ -137,23 +162,15 @@ impl<'a> World<'a> {
     fn new(plan: &'a Plan, vfs: SimVfs, trace: bool) -> World<'a> {
         World {
             plan,
-            vfs,
-            log: None,
+            node: Node::new(plan, vfs),
             oracle: Oracle::default(),
             pending: BTreeMap::new(),
             busy: BTreeSet::new(),
-            clock: Arc::new(AtomicI64::new(0)),
-            failpoint_armed: Arc::new(AtomicBool::new(false)),
-            max_bytes: plan.max_bytes,
             commits: 0,
             ended: false,
             final_reopen: false,
-            before_open: Vec::new(),
-            dir: PathBuf::from(LOG_DIR),
-            generation: 0,
             result: SeedResult::default(),
             trace: trace.then(Vec::new),
-            followers: follow::SharedFollowers::default(),
             on_power_loss: None,
         }
     }
@@ -164,7 +181,7 @@ impl<'a> World<'a> {
         let goes_on = self
             .on_power_loss
             .as_mut()
-            .is_none_or(|hook| hook(&self.vfs, point));
+            .is_none_or(|hook| hook(&self.node.vfs, point));
         if !goes_on {
             note!(
                 self,
@@ -184,10 +201,10 @@ impl<'a> World<'a> {
     /// Moves the disk's recorded operations into the readable trace.
     fn note_disk_ops(&mut self) {
         if let Some(trace) = &mut self.trace {
-            for event in self.vfs.trace() {
+            for event in self.node.vfs.trace() {
                 trace.push(format!("      disk: {event}"));
             }
-            self.vfs.clear_trace();
+            self.node.vfs.clear_trace();
         }
     }
 
@@ -275,7 +292,7 @@ impl<'a> World<'a> {
                 Ok(())
             }
             Action::Poll { subscriber, max } => {
-                let count = follow::lock(&self.followers).list.len();
+                let count = follow::lock(&self.node.followers).list.len();
                 if count == 0 {
                     return Ok(());
                 }
@@ -287,9 +304,11 @@ impl<'a> World<'a> {
             } => self.purge(*keep_percent, *crash),
             Action::Truncate { back, crash } => self.truncate(*back, *crash),
             Action::Reopen { quota, recovery } => {
-                self.max_bytes = match quota {
-                    QuotaChange::Keep => self.max_bytes,
-                    QuotaChange::Raise(bytes) if self.max_bytes > 0 => self.max_bytes + bytes,
+                self.node.max_bytes = match quota {
+                    QuotaChange::Keep => self.node.max_bytes,
+                    QuotaChange::Raise(bytes) if self.node.max_bytes > 0 => {
+                        self.node.max_bytes + bytes
+                    }
                     QuotaChange::Raise(_) => 0,
                     QuotaChange::Remove => 0,
                 };
@@ -299,13 +318,16 @@ impl<'a> World<'a> {
     }
 
     fn log(&self) -> &Log {
-        self.log.as_ref().expect("the log is open between actions")
+        self.node
+            .log
+            .as_ref()
+            .expect("the log is open between actions")
     }
 
     fn limits(&self) -> Limits {
         Limits {
             segment_bytes: self.plan.segment_bytes,
-            max_bytes: self.max_bytes,
+            max_bytes: self.node.max_bytes,
             group_bytes_max: self.plan.tuning.group_bytes_max,
         }
     }
@@ -329,7 +351,7 @@ impl<'a> World<'a> {
         self.result.counters.appends_submitted += 1;
         match self.log().submit(stream, expected, &events) {
             Ok(ticket) => {
-                let at = CLOCK_BASE_NS + CLOCK_STEP_NS * self.clock.load(Ordering::SeqCst);
+                let at = CLOCK_BASE_NS + CLOCK_STEP_NS * self.node.clock.load(Ordering::SeqCst);
                 let events = events
                     .into_iter()
                     .map(|event| ModelEvent {
@@ -358,10 +380,10 @@ impl<'a> World<'a> {
     }
 
     fn commit(&mut self, crash: CrashSpec) -> Check {
-        let mark = self.vfs.fault_log_len();
+        let mark = self.node.vfs.fault_log_len();
         match crash {
-            CrashSpec::AfterOps(n) => self.vfs.crash_after_ops(n),
-            CrashSpec::Failpoint => self.failpoint_armed.store(true, Ordering::SeqCst),
+            CrashSpec::AfterOps(n) => self.node.vfs.crash_after_ops(n),
+            CrashSpec::Failpoint => self.node.failpoint_armed.store(true, Ordering::SeqCst),
             CrashSpec::None => {}
         }
         if self.plan.tuning.next_segment == NextSegment::OnCall
@@ -372,16 +394,16 @@ impl<'a> World<'a> {
         self.commits += 1;
         self.open_retention_window();
         let finished = self.log().commit_next_group();
-        self.vfs.crash_after_ops(0);
-        self.failpoint_armed.store(false, Ordering::SeqCst);
+        self.node.vfs.crash_after_ops(0);
+        self.node.failpoint_armed.store(false, Ordering::SeqCst);
         self.check_deliveries_during_commit()?;
-        let faulted =
-            self.vfs.is_halted() || excuse::explains_io_error(&self.vfs.fault_log_since(mark));
+        let faulted = self.node.vfs.is_halted()
+            || excuse::explains_io_error(&self.node.vfs.fault_log_since(mark));
         note!(self, "      {finished} appends finished");
         self.collect_outcomes(faulted)?;
         self.close_retention_window()?;
         self.check_told_during_commit()?;
-        if self.vfs.is_halted() {
+        if self.node.vfs.is_halted() {
             let point = if crash == CrashSpec::Failpoint {
                 CrashPoint::Failpoint
             } else {
@@ -390,7 +412,7 @@ impl<'a> World<'a> {
             return self.power_loss(point, CrashSpec::None, false);
         }
         let poisoned = self.log().is_poisoned();
-        let evidence = Evidence::new(&self.vfs, &self.dir);
+        let evidence = Evidence::new(&self.node.vfs, &self.node.dir);
         self.oracle
             .check_committed(poisoned, &evidence, self.limits())?;
         if poisoned {
@@ -416,9 +438,9 @@ impl<'a> World<'a> {
     /// Hands every finished append to the oracle, in submission order.
     fn collect_outcomes(&mut self, faulted: bool) -> Check {
         let commit = CommitFacts {
-            max_bytes: self.max_bytes,
+            max_bytes: self.node.max_bytes,
             faulted,
-            halted: self.vfs.is_halted(),
+            halted: self.node.vfs.is_halted(),
             poisoned: self.log().is_poisoned(),
         };
         let tickets: Vec<Ticket> = self.pending.keys().copied().collect();
@@ -437,10 +459,10 @@ impl<'a> World<'a> {
 
     fn read(&mut self, stream: &str, from: u64, limit: usize) -> Check {
         self.result.counters.reads += 1;
-        let mark = self.vfs.fault_log_len();
+        let mark = self.node.vfs.fault_log_len();
         let got = self.log().read(stream, from, limit);
-        let faults = self.vfs.fault_log_since(mark);
-        let evidence = Evidence::new(&self.vfs, &self.dir);
+        let faults = self.node.vfs.fault_log_since(mark);
+        let evidence = Evidence::new(&self.node.vfs, &self.node.dir);
         self.oracle
             .check_read(stream, from, limit, got, &evidence, &faults)
     }
@@ -449,21 +471,21 @@ impl<'a> World<'a> {
     /// the log is reopened.
     fn power_loss(&mut self, point: CrashPoint, recovery: CrashSpec, bit_flip: bool) -> Check {
         self.result.count_crash(point, &self.plan.faults.enabled());
-        follow::lock(&self.followers).drop_subscriptions();
-        self.log = None;
+        follow::lock(&self.node.followers).drop_subscriptions();
+        self.node.log = None;
         self.pending.clear();
         self.busy.clear();
-        if self.vfs.is_halted() {
-            self.vfs.reboot();
+        if self.node.vfs.is_halted() {
+            self.node.vfs.reboot();
         } else {
-            self.vfs.crash();
+            self.node.vfs.crash();
         }
         if !self.goes_on_after_power_loss(point) {
             return Ok(());
         }
         if bit_flip
             && self.plan.faults.is_enabled(FaultKind::BitFlipAtRest)
-            && let Some(damage) = self.vfs.flip_random_bit_at_rest()
+            && let Some(damage) = self.node.vfs.flip_random_bit_at_rest()
         {
             note!(self, "      at rest: {damage}");
         }
@@ -472,11 +494,11 @@ impl<'a> World<'a> {
 
     /// The process restarts: the page cache survives.
     fn restart(&mut self, recovery: CrashSpec) -> Check {
-        let count = follow::lock(&self.followers).list.len();
+        let count = follow::lock(&self.node.followers).list.len();
         for index in 0..count {
             self.poll(index, u32::MAX)?;
         }
-        self.log = None;
+        self.node.log = None;
         self.pending.clear();
         self.busy.clear();
         self.check_followers_closed()?;
@@ -484,10 +506,10 @@ impl<'a> World<'a> {
     }
 
     fn full_check(&mut self) -> Check {
-        let log = self.log.take().expect("open");
-        let evidence = Evidence::new(&self.vfs, &self.dir);
+        let log = self.node.log.take().expect("open");
+        let evidence = Evidence::new(&self.node.vfs, &self.node.dir);
         let result = self.oracle.check_log(&log, &evidence);
-        self.log = Some(log);
+        self.node.log = Some(log);
         result
     }
 }

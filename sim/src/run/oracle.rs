@@ -16,8 +16,7 @@
 
 use std::collections::BTreeMap;
 
-use durlog::recovery::{self, Tail};
-use durlog::{Commit, Error, Event, Expected, Log};
+use durlog::{Commit, Error, Event, Expected, Log, Tail, recovery};
 use durlog_vfs::FaultEvent;
 
 use crate::golden;

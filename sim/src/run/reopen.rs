@@ -7,32 +7,34 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use durlog::{Error, Log, NextSegment, Options, Tuning, recovery};
+use durlog::{Error, Log, NextSegment, Options, recovery};
 use durlog_vfs::{FaultKind, SimVfs};
 
 use super::excuse::{self, Evidence};
 use super::follow;
 use super::oracle::Check;
 use super::{
-    CLOCK_BASE_NS, CLOCK_STEP_NS, CrashPoint, LOG_DIR, OPEN_ATTEMPTS_MAX, Recovery, World,
+    CLOCK_BASE_NS, CLOCK_STEP_NS, CrashPoint, LOG_DIR, Node, OPEN_ATTEMPTS_MAX, Recovery, World,
 };
-use crate::plan::CrashSpec;
+use crate::plan::{CrashSpec, Plan};
 
-impl World<'_> {
-    fn options(&self) -> Options {
+impl Node {
+    /// The options the log opens with: the run's clock, its quota, and a
+    /// failpoint hook that polls the subscribers between a group's write
+    /// and its sync (nothing of the group may reach one yet) and loses
+    /// power there when armed.
+    fn options(&self, plan: &Plan) -> Options {
         let clock = Arc::clone(&self.clock);
         let armed = Arc::clone(&self.failpoint_armed);
         let followers = Arc::clone(&self.followers);
         let vfs = self.vfs.clone();
         Options {
-            segment_bytes: self.plan.segment_bytes,
+            segment_bytes: plan.segment_bytes,
             max_bytes: self.max_bytes,
             now: Some(Arc::new(move || {
                 CLOCK_BASE_NS + CLOCK_STEP_NS * (clock.fetch_add(1, Ordering::SeqCst) + 1)
             })),
             failpoint: Some(Arc::new(move |_name: &str| {
-                // Between the group's write and its sync: nothing of it
-                // may reach a subscriber yet.
                 follow::lock(&followers).poll_during_commit();
                 if armed.swap(false, Ordering::SeqCst) {
                     vfs.halt();
@@ -43,27 +45,37 @@ impl World<'_> {
         }
     }
 
-    fn open(&self) -> Result<Log, Error> {
+    fn open(&self, plan: &Plan) -> Result<Log, Error> {
         let log = Log::open_tuned(
             self.vfs.clone(),
             &self.dir,
-            self.options(),
-            Tuning {
+            self.options(plan),
+            plan.tuning.with(|tuning| {
                 // A thread of the log's own would make the run depend
                 // on scheduling: the runner prepares at seeded points.
-                next_segment: match self.plan.tuning.next_segment {
+                tuning.next_segment = match plan.tuning.next_segment {
                     NextSegment::Background => NextSegment::OnCall,
                     other => other,
-                },
-                ..self.plan.tuning
-            },
+                };
+            }),
         )?;
-        if let Some(retention) = self.plan.retention {
+        if let Some(retention) = plan.retention {
             log.set_retention(retention);
         }
         Ok(log)
     }
 
+    /// A fresh, empty log in a new directory, so that the damage records
+    /// of the old one excuse nothing in it.
+    fn start_over(&mut self, plan: &Plan) {
+        follow::lock(&self.followers).list.clear();
+        self.generation += 1;
+        self.dir = PathBuf::from(format!("{LOG_DIR}-{}", self.generation));
+        self.max_bytes = plan.max_bytes;
+    }
+}
+
+impl World<'_> {
     pub(super) fn reopen(&mut self, recovery: CrashSpec) -> Check {
         let mut arm = match recovery {
             CrashSpec::AfterOps(n) => Some(n),
@@ -71,21 +83,21 @@ impl World<'_> {
         };
         for _ in 0..OPEN_ATTEMPTS_MAX {
             if let Some(n) = arm.take() {
-                self.vfs.crash_after_ops(n);
+                self.node.vfs.crash_after_ops(n);
             }
-            let mark = self.vfs.fault_log_len();
-            self.before_open = misdirected_files(&self.vfs, &self.dir);
-            let opened = self.open();
-            self.vfs.crash_after_ops(0);
+            let mark = self.node.vfs.fault_log_len();
+            self.node.before_open = misdirected_files(&self.node.vfs, &self.node.dir);
+            let opened = self.node.open(self.plan);
+            self.node.vfs.crash_after_ops(0);
             self.result.counters.reopens += 1;
             match opened {
                 Ok(log) => return self.reopened(log),
-                Err(error) if self.vfs.is_halted() => {
+                Err(error) if self.node.vfs.is_halted() => {
                     note!(self, "      power loss during recovery: {error}");
                     self.result.count_recovery(Recovery::CrashedDuringRecovery);
                     self.result
                         .count_crash(CrashPoint::Recovery, &self.plan.faults.enabled());
-                    self.vfs.reboot();
+                    self.node.vfs.reboot();
                     if !self.goes_on_after_power_loss(CrashPoint::Recovery) {
                         return Ok(());
                     }
@@ -96,7 +108,7 @@ impl World<'_> {
                     reason,
                 }) => {
                     let rule = self.refusing_rule(&file, offset)?;
-                    let evidence = Evidence::new(&self.vfs, &self.dir);
+                    let evidence = Evidence::new(&self.node.vfs, &self.node.dir);
                     self.oracle.check_refusal(&file, offset, rule, &evidence)?;
                     note!(
                         self,
@@ -108,7 +120,7 @@ impl World<'_> {
                     self.start_over();
                 }
                 Err(error) => {
-                    let faults = self.vfs.fault_log_since(mark);
+                    let faults = self.node.vfs.fault_log_since(mark);
                     self.oracle.check_failed_open(&error, &faults)?;
                     note!(
                         self,
@@ -129,8 +141,8 @@ impl World<'_> {
     fn refusing_rule(&self, file: &std::path::Path, offset: u64) -> Result<durlog::Rule, String> {
         let window = self.plan.tuning.group_bytes_max;
         for _ in 0..OPEN_ATTEMPTS_MAX {
-            let mark = self.vfs.fault_log_len();
-            match recovery::check(&self.vfs, &self.dir, window) {
+            let mark = self.node.vfs.fault_log_len();
+            match recovery::check(&self.node.vfs, &self.node.dir, window) {
                 Err(durlog::Refusal {
                     error:
                         Error::Corrupt {
@@ -143,11 +155,12 @@ impl World<'_> {
                 Err(durlog::Refusal {
                     error: Error::Io(_),
                     ..
-                }) if excuse::explains_io_error(&self.vfs.fault_log_since(mark)) => {}
+                }) if excuse::explains_io_error(&self.node.vfs.fault_log_since(mark)) => {}
                 // A bit flipped on read over a bit flipped at rest reads
                 // the byte as it was: this check saw no damage, or other
                 // damage, for the flips on its reads. Read again.
                 _ if self
+                    .node
                     .vfs
                     .fault_log_since(mark)
                     .iter()
@@ -175,24 +188,21 @@ impl World<'_> {
                 .decided_by
                 .map_or(Recovery::Clean, Recovery::Decided),
         );
-        let mut evidence = Evidence::new(&self.vfs, &self.dir);
-        evidence.before_open = std::mem::take(&mut self.before_open);
+        let mut evidence = Evidence::new(&self.node.vfs, &self.node.dir);
+        evidence.before_open = std::mem::take(&mut self.node.before_open);
         let limits = self.limits();
         self.oracle
             .check_reopened(&log, &evidence, limits, self.final_reopen)?;
-        follow::lock(&self.followers).resume(&log);
-        self.log = Some(log);
+        follow::lock(&self.node.followers).resume(&log);
+        self.node.log = Some(log);
         Ok(())
     }
 
     /// Goes on with a fresh, empty log in a new directory.
     fn start_over(&mut self) {
-        follow::lock(&self.followers).list.clear();
-        self.generation += 1;
-        self.dir = PathBuf::from(format!("{LOG_DIR}-{}", self.generation));
+        self.node.start_over(self.plan);
         self.oracle.start_over();
-        self.max_bytes = self.plan.max_bytes;
-        note!(self, "      starting over in {}", self.dir.display());
+        note!(self, "      starting over in {}", self.node.dir.display());
     }
 }
 

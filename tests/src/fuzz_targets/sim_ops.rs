@@ -331,26 +331,26 @@ impl SimOpsInput {
             streams: STREAMS,
             clients,
             tuning: match self.preallocation {
-                None => Tuning {
-                    preallocate_after_bytes: u64::MAX,
-                    next_segment,
-                    ..Tuning::default()
-                },
-                Some((after, chunk)) => Tuning {
-                    preallocate_after_bytes: [0, 100, 1000][usize::from(after % 3)],
-                    preallocate_chunk_bytes: 1 + u64::from(chunk) % 8192,
-                    next_segment,
-                    ..Tuning::default()
-                },
+                None => Tuning::default().with(|tuning| {
+                    tuning.preallocate_after_bytes = u64::MAX;
+                    tuning.next_segment = next_segment;
+                }),
+                Some((after, chunk)) => Tuning::default().with(|tuning| {
+                    tuning.preallocate_after_bytes = [0, 100, 1000][usize::from(after % 3)];
+                    tuning.preallocate_chunk_bytes = 1 + u64::from(chunk) % 8192;
+                    tuning.next_segment = next_segment;
+                }),
             },
             // From the disk's seed, so that the committed corpus keeps its
             // meaning: a third of the inputs create segments at the roll.
             prepare_every: 1 + u32::from(self.vfs_seed) / 3 % 3,
             actions,
             // Likewise: a retention by size in a quarter of the inputs.
-            retention: self.vfs_seed.is_multiple_of(4).then(|| durlog::Retention {
-                max_bytes: Some(segment_bytes * (2 + u64::from(self.vfs_seed / 4 % 4))),
-                max_age: None,
+            retention: self.vfs_seed.is_multiple_of(4).then(|| {
+                durlog::Retention::default().with(|retention| {
+                    retention.max_bytes =
+                        Some(segment_bytes * (2 + u64::from(self.vfs_seed / 4 % 4)));
+                })
             }),
             canary_step: None,
         }

@@ -1,20 +1,19 @@
 //! Shard reports: one campaign split over machines, put back together.
 //!
-//! `durlog-sim run --seeds A..B --shard I/N --report FILE` writes a
-//! [`ShardReport`] (JSON): the range, the shard, the options, every count
-//! the summary prints, the violations, and the trace digest of each seed
-//! the shard ran. `durlog-sim merge FILE...` reads the reports of one range
-//! and [`merge`] rebuilds the [`Summary`] that one machine running the
-//! whole range computes: counts add (the largest log takes the maximum),
-//! violations sort by seed, and the digest is folded again from the seeds'
-//! digests in seed order ([`crate::fold_digests`]), so it is the same
-//! number, bit for bit, as an unsplit run's. The fold mixes at every step
-//! and is not associative, so per-shard digests could not be combined;
-//! keeping each seed's digest (16 hex digits a seed) keeps the digest as it
-//! always was, and lets two campaigns be compared seed by seed.
+//! `run --seeds A..B --shard I/N --report FILE` writes a [`ShardReport`]
+//! (JSON): the range, the shard, the options, the scenario's tally, the
+//! marks, the violations, and the trace digest of each seed the shard ran.
+//! `merge FILE...` reads the reports of one range and [`merge`] rebuilds
+//! the [`Summary`] one machine running the whole range computes: tallies
+//! and marks add, violations sort by seed, and the digest is folded again
+//! from the seeds' digests in seed order ([`fold_digests`]), so it is the
+//! same number, bit for bit, as an unsplit run's. (The fold mixes at every
+//! step and is not associative: per-shard digests could not be combined.
+//! Keeping each seed's digest, 16 hex digits a seed, also lets two
+//! campaigns be compared seed by seed.)
 //!
 //! A merge accepts only reports that make up one range exactly, and
-//! refuses with one line naming the files: another format or durlog-sim
+//! refuses with one line naming the files: another format, scenario or
 //! version, other options, another range or shard count, two reports of
 //! one shard (overlap), a shard missing (gap), a shard `--fail-fast`
 //! stopped early, or a report whose counts do not add up.
@@ -24,33 +23,39 @@ use std::io::{self, Write as _};
 use std::ops::Range;
 use std::path::Path;
 
-use durlog_vfs::FaultKind;
 use serde::{Deserialize, Serialize};
 
-use crate::report::{CrashPoint, Excuse, Recovery};
-use crate::{Counters, RunOptions, Summary, Violation, fold_digests, option_flags, shard_seeds};
+use crate::campaign::Summary;
+use crate::seeds::{fold_digests, shard_seeds};
+use crate::{Marks, Scenario, Tally, Violation};
 
 /// The `format` field of every report this version writes and reads.
-pub const REPORT_FORMAT: &str = "durlog-sim shard report 1";
+pub const REPORT_FORMAT: &str = "durlog-testbed shard report 1";
 
 /// What `run --report FILE` writes: everything the summary of one shard
 /// prints, and what a merge needs to print the whole range's.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ShardReport {
+pub struct ShardReport<T> {
     /// [`REPORT_FORMAT`].
     pub format: String,
-    /// The durlog-sim version that ran the shard.
-    pub durlog_sim: String,
+    /// The scenario's command and version.
+    pub command: String,
+    pub version: String,
     /// The range the campaign splits (`--seeds`).
     pub seeds: SeedRange,
     /// Which part of it this report holds (`--shard`).
     pub shard: ShardIndex,
-    pub options: ReportOptions,
+    /// The scenario's options, as flags.
+    pub options: String,
     /// Every seed of the shard ran (`--fail-fast` may stop a shard early;
     /// such a report is refused by a merge).
     pub complete: bool,
-    pub summary: ReportSummary,
+    pub seeds_run: u64,
+    pub tally: T,
+    pub marks: Marks,
+    /// The marks the scenario expects.
+    pub expected_marks: Vec<String>,
     /// Failing seeds, in seed order.
     pub violations: Vec<ReportViolation>,
     /// This shard's own digest, as its summary printed it (16 hex digits).
@@ -76,39 +81,6 @@ pub struct ShardIndex {
     pub count: u64,
 }
 
-/// The [`RunOptions`] of the campaign, by name.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ReportOptions {
-    /// `--faults` (names), or `None` for every kind.
-    pub faults: Option<Vec<String>>,
-    pub steps: Option<u32>,
-    pub canary: bool,
-}
-
-/// The counts of [`Summary`], with faults and recoveries by their printed
-/// names and only the entries that are not zero.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ReportSummary {
-    pub seeds: u64,
-    pub counters: Counters,
-    pub faults: BTreeMap<String, u64>,
-    pub recoveries: BTreeMap<String, u64>,
-    pub excused: BTreeMap<Excuse, u64>,
-    /// Power losses by fault enabled (`None`: no fault) and crash point.
-    pub coverage: Vec<CoverageCount>,
-    pub canaries: u64,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CoverageCount {
-    pub fault: Option<String>,
-    pub point: CrashPoint,
-    pub count: u64,
-}
-
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReportViolation {
@@ -119,23 +91,25 @@ pub struct ReportViolation {
     pub reproduce: String,
 }
 
-impl ShardReport {
-    /// The report of shard `shard` (index, count) of `range`, run with
-    /// `options`: its `summary` and the digest of each of its seeds, in
-    /// the order of [`shard_seeds`] (as [`crate::run_campaign_digests`]
-    /// returns them).
-    pub fn new(
+impl<T: Tally> ShardReport<T> {
+    /// The report of shard `shard` (index, count) of `range` of
+    /// `scenario`: its `summary` and the digest of each of its seeds, in
+    /// the order of [`shard_seeds`] (as [`crate::run_campaign`] returns
+    /// them).
+    pub fn new<S: Scenario<Tally = T>>(
+        scenario: &S,
+        version: &str,
         range: Range<u64>,
         shard: (u64, u64),
-        options: &RunOptions,
-        summary: &Summary,
+        summary: &Summary<T>,
         seed_digests: &[u64],
-    ) -> ShardReport {
+    ) -> ShardReport<T> {
         let expected = shard_seeds(range.clone(), shard.0, shard.1).count();
         assert_eq!(seed_digests.len(), expected, "one digest per seed");
         ShardReport {
             format: REPORT_FORMAT.to_string(),
-            durlog_sim: env!("CARGO_PKG_VERSION").to_string(),
+            command: scenario.command().to_string(),
+            version: version.to_string(),
             seeds: SeedRange {
                 start: range.start,
                 end: range.end,
@@ -144,16 +118,12 @@ impl ShardReport {
                 index: shard.0,
                 count: shard.1,
             },
-            options: ReportOptions {
-                faults: options
-                    .faults
-                    .as_ref()
-                    .map(|kinds| kinds.iter().map(|kind| kind.name().to_string()).collect()),
-                steps: options.steps,
-                canary: options.canary,
-            },
+            options: scenario.all_flags(),
             complete: summary.seeds == expected as u64,
-            summary: ReportSummary::from_summary(summary),
+            seeds_run: summary.seeds,
+            tally: summary.tally.clone(),
+            marks: summary.marks.clone(),
+            expected_marks: summary.expected_marks.clone(),
             violations: summary
                 .violations
                 .iter()
@@ -161,7 +131,7 @@ impl ShardReport {
                     seed: *seed,
                     step: violation.step,
                     message: violation.message.clone(),
-                    reproduce: crate::repro_command(*seed, options, None),
+                    reproduce: scenario.repro(*seed),
                 })
                 .collect(),
             digest: hex(summary.digest),
@@ -177,7 +147,7 @@ impl ShardReport {
         text
     }
 
-    pub fn from_json(text: &str) -> Result<ShardReport, String> {
+    pub fn from_json(text: &str) -> Result<ShardReport<T>, String> {
         serde_json::from_str(text).map_err(|error| error.to_string())
     }
 
@@ -186,69 +156,26 @@ impl ShardReport {
         self.seeds.start..self.seeds.end
     }
 
-    /// The options, parsed back.
-    pub fn run_options(&self) -> Result<RunOptions, String> {
-        let faults = match &self.options.faults {
-            None => None,
-            Some(names) => Some(
-                names
-                    .iter()
-                    .map(|name| name.parse::<FaultKind>().map_err(|error| error.to_string()))
-                    .collect::<Result<Vec<_>, _>>()?,
-            ),
-        };
-        Ok(RunOptions {
-            faults,
-            steps: self.options.steps,
-            canary: self.options.canary,
-        })
-    }
-
     /// The summary, rebuilt (its `digest` is this shard's own).
-    pub fn to_summary(&self) -> Result<Summary, String> {
-        let part = &self.summary;
-        let mut summary = Summary {
-            seeds: part.seeds,
-            counters: part.counters.clone(),
-            excused: part.excused.clone(),
-            canaries: part.canaries,
+    pub fn to_summary(&self) -> Result<Summary<T>, String> {
+        Ok(Summary {
+            seeds: self.seeds_run,
+            tally: self.tally.clone(),
+            marks: self.marks.clone(),
+            expected_marks: self.expected_marks.clone(),
             digest: parse_hex(&self.digest)?,
-            ..Summary::default()
-        };
-        for (name, count) in &part.faults {
-            let kind = name
-                .parse::<FaultKind>()
-                .map_err(|error| error.to_string())?;
-            summary.faults.insert(kind, *count);
-        }
-        for (name, count) in &part.recoveries {
-            let outcome = Recovery::all()
-                .find(|outcome| outcome.name() == *name)
-                .ok_or_else(|| format!("unknown recovery outcome {name:?}"))?;
-            summary.recoveries.insert(outcome, *count);
-        }
-        for entry in &part.coverage {
-            let kind = match &entry.fault {
-                None => None,
-                Some(name) => Some(
-                    name.parse::<FaultKind>()
-                        .map_err(|error| error.to_string())?,
-                ),
-            };
-            summary.coverage.insert((kind, entry.point), entry.count);
-        }
-        summary.violations = self
-            .violations
-            .iter()
-            .map(|violation| {
-                let found = Violation {
-                    step: violation.step,
-                    message: violation.message.clone(),
-                };
-                (violation.seed, found)
-            })
-            .collect();
-        Ok(summary)
+            violations: self
+                .violations
+                .iter()
+                .map(|violation| {
+                    let found = Violation {
+                        step: violation.step,
+                        message: violation.message.clone(),
+                    };
+                    (violation.seed, found)
+                })
+                .collect(),
+        })
     }
 
     /// The seeds' digests, parsed back.
@@ -259,52 +186,17 @@ impl ShardReport {
             .collect()
     }
 
-    /// How the campaign ran, as one comparable line: version, range,
-    /// options.
+    /// How the campaign ran, as one comparable line.
     fn campaign(&self) -> String {
-        let options = self
-            .run_options()
-            .map(|options| option_flags(&options))
-            .unwrap_or_default();
-        let options = if options.is_empty() {
-            " (default options)".to_string()
+        let options = if self.options.is_empty() {
+            " (default options)"
         } else {
-            options
+            &self.options
         };
         format!(
-            "durlog-sim {} --seeds {}..{}{options}",
-            self.durlog_sim, self.seeds.start, self.seeds.end
+            "{} {} --seeds {}..{}{options}",
+            self.command, self.version, self.seeds.start, self.seeds.end
         )
-    }
-}
-
-impl ReportSummary {
-    fn from_summary(summary: &Summary) -> ReportSummary {
-        ReportSummary {
-            seeds: summary.seeds,
-            counters: summary.counters.clone(),
-            faults: summary
-                .faults
-                .iter()
-                .map(|(kind, count)| (kind.name().to_string(), *count))
-                .collect(),
-            recoveries: summary
-                .recoveries
-                .iter()
-                .map(|(outcome, count)| (outcome.name(), *count))
-                .collect(),
-            excused: summary.excused.clone(),
-            coverage: summary
-                .coverage
-                .iter()
-                .map(|((kind, point), count)| CoverageCount {
-                    fault: kind.map(|kind| kind.name().to_string()),
-                    point: *point,
-                    count: *count,
-                })
-                .collect(),
-            canaries: summary.canaries,
-        }
     }
 }
 
@@ -320,17 +212,21 @@ fn parse_hex(text: &str) -> Result<u64, String> {
 }
 
 /// Reads a report; the error names the file.
-pub fn read_report(path: &Path) -> Result<ShardReport, String> {
+pub fn read_report<T: Tally>(path: &Path) -> Result<ShardReport<T>, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|error| format!("{}: cannot read: {error}", path.display()))?;
-    ShardReport::from_json(&text)
-        .map_err(|error| format!("{}: not a durlog-sim shard report: {error}", path.display()))
+    ShardReport::from_json(&text).map_err(|error| {
+        format!(
+            "{}: not a shard report of this scenario: {error}",
+            path.display()
+        )
+    })
 }
 
 /// Writes a report whole or not at all: to a temporary file beside `path`,
 /// synced, then renamed over it, so a merge waiting for reports to appear
 /// (a batch scheduler's merge step) never reads half of one.
-pub fn write_report(path: &Path, report: &ShardReport) -> io::Result<()> {
+pub fn write_report<T: Tally>(path: &Path, report: &ShardReport<T>) -> io::Result<()> {
     let temporary = temporary_beside(path)?;
     let write = || -> io::Result<()> {
         let mut file = std::fs::File::create(&temporary)?;
@@ -367,19 +263,20 @@ fn temporary_beside(path: &Path) -> io::Result<std::path::PathBuf> {
 
 /// A whole range, put back together from its shards.
 #[derive(Clone, Debug)]
-pub struct Merged {
+pub struct Merged<T> {
     pub range: Range<u64>,
-    pub options: RunOptions,
+    /// The scenario's options, as flags.
+    pub options: String,
     /// How many shards the range was split into.
     pub shards: u64,
     /// What one run of the whole range computes, digest included.
-    pub summary: Summary,
+    pub summary: Summary<T>,
 }
 
 /// Merges the reports (each with the name of its file, for messages) of
 /// every shard of one range. Refuses, with one line naming the files,
 /// reports that do not make up the range exactly once.
-pub fn merge(reports: &[(String, ShardReport)]) -> Result<Merged, String> {
+pub fn merge<T: Tally>(reports: &[(String, ShardReport<T>)]) -> Result<Merged<T>, String> {
     let Some((first_name, first)) = reports.first() else {
         return Err("no reports to merge".into());
     };
@@ -400,7 +297,7 @@ pub fn merge(reports: &[(String, ShardReport)]) -> Result<Merged, String> {
         }
     }
     let count = first.shard.count;
-    let mut by_index: BTreeMap<u64, &(String, ShardReport)> = BTreeMap::new();
+    let mut by_index: BTreeMap<u64, &(String, ShardReport<T>)> = BTreeMap::new();
     for entry in reports {
         if let Some((other, _)) = by_index.insert(entry.1.shard.index, entry) {
             return Err(format!(
@@ -424,13 +321,17 @@ pub fn merge(reports: &[(String, ShardReport)]) -> Result<Merged, String> {
         ));
     }
     let range = first.range();
-    let mut summary = Summary::default();
+    let mut summary = Summary {
+        expected_marks: first.expected_marks.clone(),
+        ..Summary::default()
+    };
     let mut digests = Vec::with_capacity(by_index.len());
     for (name, report) in by_index.values() {
         let part = report
             .to_summary()
             .map_err(|error| format!("{name}: {error}"))?;
-        add_summary(&mut summary, part);
+        summary.add(part.seeds, &part.tally, &part.marks);
+        summary.violations.extend(part.violations);
         digests.push(
             report
                 .digests()
@@ -444,17 +345,17 @@ pub fn merge(reports: &[(String, ShardReport)]) -> Result<Merged, String> {
         fold_digests((0..width).map(|k| digests[(k % count) as usize][(k / count) as usize]));
     Ok(Merged {
         range,
-        options: first.run_options().expect("checked by check_alone"),
+        options: first.options.clone(),
         shards: count,
         summary,
     })
 }
 
 /// What one report must satisfy on its own.
-fn check_alone(name: &str, report: &ShardReport) -> Result<(), String> {
+fn check_alone<T: Tally>(name: &str, report: &ShardReport<T>) -> Result<(), String> {
     if report.format != REPORT_FORMAT {
         return Err(format!(
-            "{name}: a report of format {:?}; this durlog-sim reads {REPORT_FORMAT:?}",
+            "{name}: a report of format {:?}; this build reads {REPORT_FORMAT:?}",
             report.format
         ));
     }
@@ -469,22 +370,21 @@ fn check_alone(name: &str, report: &ShardReport) -> Result<(), String> {
     if !report.complete {
         return Err(format!(
             "{name}: incomplete: --fail-fast stopped shard {index}/{count} after {} of its {seeds} seeds; run it again without --fail-fast",
-            report.summary.seeds
+            report.seeds_run
         ));
     }
-    if report.summary.seeds != seeds || report.seed_digests.len() as u64 != seeds {
+    if report.seeds_run != seeds || report.seed_digests.len() as u64 != seeds {
         return Err(format!(
             "{name}: shard {index}/{count} of seeds {}..{} has {seeds} seeds, but the report counts {} and holds {} digests",
             report.seeds.start,
             report.seeds.end,
-            report.summary.seeds,
+            report.seeds_run,
             report.seed_digests.len()
         ));
     }
     let wrong = |error: String| format!("{name}: {error}");
-    report.run_options().map_err(wrong)?;
-    report.to_summary().map_err(wrong)?;
     let digests = report.digests().map_err(wrong)?;
+    parse_hex(&report.digest).map_err(wrong)?;
     if hex(fold_digests(digests.iter().copied())) != report.digest {
         return Err(format!(
             "{name}: the seeds' digests do not fold to the report's digest {}",
@@ -504,34 +404,15 @@ fn check_alone(name: &str, report: &ShardReport) -> Result<(), String> {
     Ok(())
 }
 
-/// Adds one shard's summary to the total, as [`Summary`] adds its seeds.
-fn add_summary(total: &mut Summary, part: Summary) {
-    total.seeds += part.seeds;
-    total.canaries += part.canaries;
-    total.counters.add(&part.counters);
-    for (kind, count) in part.faults {
-        *total.faults.entry(kind).or_default() += count;
-    }
-    for (outcome, count) in part.recoveries {
-        *total.recoveries.entry(outcome).or_default() += count;
-    }
-    for (excuse, count) in part.excused {
-        *total.excused.entry(excuse).or_default() += count;
-    }
-    for (key, count) in part.coverage {
-        *total.coverage.entry(key).or_default() += count;
-    }
-    total.violations.extend(part.violations);
-}
-
-/// The first line `durlog-sim run` prints: the command that ran.
-pub fn run_header(range: &Range<u64>, shard: (u64, u64), options: &RunOptions) -> String {
+/// The first line `run` prints: the command that ran.
+pub fn run_header<S: Scenario>(scenario: &S, range: &Range<u64>, shard: (u64, u64)) -> String {
     format!(
-        "durlog-sim run --seeds {}..{} --shard {}/{}{}",
+        "{} run --seeds {}..{} --shard {}/{}{}",
+        scenario.command(),
         range.start,
         range.end,
         shard.0,
         shard.1,
-        option_flags(options)
+        scenario.all_flags()
     )
 }

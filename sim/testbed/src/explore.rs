@@ -1,19 +1,22 @@
-//! One workload, exhausted: every fault point, every outcome there, each
-//! distinct state run through the runner and its oracle once.
+//! Exhaustive crash states: every fault point of every small workload,
+//! and every outcome the disk's fault model allows there, each distinct
+//! state run and judged once.
 //!
-//! The fault points come from a first run with no fault (its power loss
-//! after the last operation is the `End` point): power fails during each
-//! counted disk operation of the run up to that power loss (`Crash`), and
-//! each write and sync among them fails instead (`Fail`), after which the
-//! run goes on to its power loss at the end. At each point the outcomes
-//! are enumerated depth first by the disk's crash script: a run with some
-//! choices records every decision and how many options it had, and the
-//! next run increments the last decision that has an option left
-//! (`CrashScript::next_choices`).
+//! For an [`Exhaustible`] scenario (its workloads of up to K operations
+//! from a fixed alphabet, and a run of one on a disk it is given), each
+//! workload is explored alone. The fault points come from a first run
+//! with no fault (its power loss after the last operation is the `End`
+//! point): power fails during each counted disk operation of the run up to
+//! that power loss (`Crash`), and each write and sync among them fails
+//! instead (`Fail`), after which the run goes on to its power loss at the
+//! end. At each point the outcomes are enumerated depth first by the
+//! disk's [`CrashScript`]: a run with some choices records every decision
+//! and how many options it had, and the next run increments the last
+//! decision that has an option left ([`CrashScript::next_choices`]).
 //!
-//! A state is checked once: at each scripted power loss the runner's hook
-//! hashes the disk (`SimVfs::image_digest`) and ends the run if the same
-//! image was reached before at the same point with the same failure
+//! A state is checked once: at each scripted power loss the explorer's
+//! hook hashes the disk ([`SimVfs::image_digest`]) and ends the run if the
+//! same image was reached before at the same point with the same failure
 //! decisions, which is everything that can differ between two runs of one
 //! workload up to there (the operations before it are the same and the
 //! crash outcomes are in the image). A duplicate also skips every outcome
@@ -21,27 +24,75 @@
 //!
 //! With recovery crashes on, each point (the end and the failures too,
 //! whose first power loss is the one after the last operation) is
-//! enumerated again for r = 1, 2,
-//! ... with a second scripted power loss during the r-th counted operation
-//! after the first, until r passes every recovery's end; a state whose
-//! second power loss struck outside recovery is not counted.
+//! enumerated again for r = 1, 2, ... with a second scripted power loss
+//! during the r-th counted operation after the first, until r passes every
+//! recovery's end; a state whose second power loss struck outside
+//! recovery is not counted.
 
 use std::collections::BTreeSet;
-use std::panic::{self, AssertUnwindSafe};
+use std::fmt;
+use std::str::FromStr;
 
 use durlog_vfs::{CrashScript, FaultKind, SimVfs, TraceKind};
 
-use super::workload::{FaultPoint, StateId, Workload};
-use crate::panic_message;
-use crate::run::{CrashPoint, SeedResult, Violation, run_plan_on};
+use crate::{Violation, panic_message};
+
+mod state;
+mod summary;
+
+pub use state::{FaultPoint, StateId};
+pub use summary::{
+    ExhaustOptions, ExhaustProgress, ExhaustSummary, replay, replay_command, run_exhaust,
+};
 
 /// How the message of a violation that is a panic begins (its step is
-/// unknown: `--replay` shows where it struck).
+/// unknown: a replay shows where it struck).
 pub const PANIC_PREFIX: &str = "panic: ";
 
-/// A state before its recovery: the failure decisions taken and the
-/// image the first scripted power loss left.
-type FirstLoss = (Vec<u32>, u128);
+/// The default bound on dirty pages decided one by one per power loss.
+pub const PAGES_MAX: u32 = 10;
+
+/// Called after each power loss of a run with whether it struck during a
+/// recovery, once the disk holds what it left and before anything is
+/// reopened; `false` ends the run there with no verdict.
+pub type PowerLossHook<'a> = Box<dyn FnMut(&SimVfs, bool) -> bool + 'a>;
+
+/// A scenario whose small workloads can be explored exhaustively.
+pub trait Exhaustible: Sync {
+    /// One workload: a short list of operations, written and read back as
+    /// text in state ids (`Pal`).
+    type Workload: Clone + fmt::Display + FromStr<Err = String> + Send + Sync;
+
+    /// The command that replays a state (`durlog-sim`).
+    fn command(&self) -> &str;
+
+    /// Options of the runs, as flags with a leading space each ("" for
+    /// none), for replay commands.
+    fn flags(&self) -> String;
+
+    /// Every workload of 1 to `ops` operations, in a fixed order.
+    fn workloads(&self, ops: u32) -> Vec<Self::Workload>;
+
+    /// Runs `workload` on `disk` (fresh, carrying the state's script),
+    /// calling `on_power_loss` after each power loss. Returns the verdict
+    /// and, with `trace`, the readable trace.
+    fn run_workload(
+        &self,
+        workload: &Self::Workload,
+        disk: SimVfs,
+        trace: bool,
+        on_power_loss: Option<PowerLossHook<'_>>,
+    ) -> (Option<Violation>, Vec<String>);
+
+    /// Where a violation at `step` of `workload` struck, for the summary
+    /// (say, "operation 2 (Purge)"; "" to say nothing more).
+    fn describe_step(&self, _workload: &Self::Workload, _step: usize) -> String {
+        String::new()
+    }
+
+    /// The summary's first lines: what the workloads are.
+    fn describe(&self, ops: u32) -> String;
+}
 
 /// How one workload is explored.
 #[derive(Clone, Copy, Debug)]
@@ -52,19 +103,16 @@ pub struct ExploreOptions {
     pub recovery_crashes: bool,
     /// Stop at the first violation.
     pub fail_fast: bool,
-    /// Plant the canary: the model disagrees with the log after the last
-    /// operation (see `Workload::plan`).
-    pub canary: bool,
 }
 
 /// What exploring one workload found.
-#[derive(Clone, Debug, Default)]
-pub struct WorkloadReport {
+#[derive(Clone, Debug)]
+pub struct WorkloadReport<W> {
     pub crash_points: u64,
     pub failure_points: u64,
     /// Runs made, duplicates cut short included.
     pub runs: u64,
-    /// Distinct states checked by the oracle.
+    /// Distinct states checked.
     pub states: u64,
     /// Of which with a power loss during recovery too.
     pub recovery_states: u64,
@@ -74,12 +122,33 @@ pub struct WorkloadReport {
     pub images: BTreeSet<u128>,
     pub violations: u64,
     /// The first violation, with the states checked before it.
-    pub first_violation: Option<(StateId, Violation, u64)>,
+    pub first_violation: Option<(StateId<W>, Violation, u64)>,
 }
 
-/// Explores `workload`.
-pub fn explore(workload: &Workload, options: ExploreOptions) -> WorkloadReport {
+impl<W> Default for WorkloadReport<W> {
+    fn default() -> Self {
+        WorkloadReport {
+            crash_points: 0,
+            failure_points: 0,
+            runs: 0,
+            states: 0,
+            recovery_states: 0,
+            pages_joined: 0,
+            images: BTreeSet::new(),
+            violations: 0,
+            first_violation: None,
+        }
+    }
+}
+
+/// Explores `workload` of `scenario`.
+pub fn explore<E: Exhaustible>(
+    scenario: &E,
+    workload: &E::Workload,
+    options: ExploreOptions,
+) -> WorkloadReport<E::Workload> {
     let mut explorer = Explorer {
+        scenario,
         workload,
         options,
         report: WorkloadReport::default(),
@@ -111,10 +180,15 @@ pub fn explore(workload: &Workload, options: ExploreOptions) -> WorkloadReport {
     explorer.report
 }
 
-struct Explorer<'w> {
-    workload: &'w Workload,
+/// A state before its recovery: the failure decisions taken and the
+/// image the first scripted power loss left.
+type FirstLoss = (Vec<u32>, u128);
+
+struct Explorer<'w, E: Exhaustible> {
+    scenario: &'w E,
+    workload: &'w E::Workload,
     options: ExploreOptions,
-    report: WorkloadReport,
+    report: WorkloadReport<E::Workload>,
 }
 
 /// What the hook saw of one run.
@@ -131,7 +205,7 @@ struct Seen {
     outside_recovery: bool,
 }
 
-impl Explorer<'_> {
+impl<E: Exhaustible> Explorer<'_, E> {
     fn done(&self) -> bool {
         self.options.fail_fast && self.report.violations > 0
     }
@@ -178,7 +252,7 @@ impl Explorer<'_> {
                 recovery_crash: after,
                 choices,
             };
-            let (result, script, seen) = self.run(&id, &mut checked, recovered);
+            let (violation, script, seen) = self.run(&id, &mut checked, recovered);
             self.report.runs += 1;
             self.report.pages_joined += u64::from(script.pages_joined);
             if first_run.is_none() {
@@ -197,7 +271,7 @@ impl Explorer<'_> {
                 self.report.states += 1;
                 self.report.recovery_states += u64::from(after.is_some());
             }
-            if let Some(violation) = result.violation {
+            if let Some(violation) = violation {
                 self.report.violations += 1;
                 let before = self.report.states.saturating_sub(1);
                 self.report
@@ -220,15 +294,15 @@ impl Explorer<'_> {
     /// in `recovered`.
     fn run(
         &mut self,
-        id: &StateId,
+        id: &StateId<E::Workload>,
         checked: &mut BTreeSet<(Vec<u32>, Vec<u128>)>,
         recovered: &BTreeSet<FirstLoss>,
-    ) -> (SeedResult, CrashScript, Seen) {
+    ) -> (Option<Violation>, CrashScript, Seen) {
         let (vfs, scripted) = prepared_disk(id, self.options.pages_max);
         let mut seen = Seen::default();
         let mut images = Vec::new();
         let images_found = &mut self.report.images;
-        let hook = |vfs: &SimVfs, point: CrashPoint| {
+        let hook = |vfs: &SimVfs, in_recovery: bool| {
             seen.power_losses += 1;
             if seen.power_losses == 1 {
                 seen.ops_before_loss = Some(vfs.op_count());
@@ -236,7 +310,7 @@ impl Explorer<'_> {
             if seen.power_losses > scripted {
                 return true;
             }
-            if seen.power_losses == 2 && point != CrashPoint::Recovery {
+            if seen.power_losses == 2 && !in_recovery {
                 seen.outside_recovery = true;
                 return false;
             }
@@ -256,28 +330,28 @@ impl Explorer<'_> {
             seen.duplicate = !checked.insert((failures, images.clone()));
             !seen.duplicate
         };
-        let plan = self.workload.plan(self.options.canary);
-        // A panic in the engine is a violation like any other (as in
-        // `run`): reported with its state, and the enumeration goes on
-        // from the decisions taken before it.
-        let result = panic::catch_unwind(AssertUnwindSafe(|| {
-            run_plan_on(&plan, vfs.clone(), None, false, Some(Box::new(hook)))
-        }))
-        .unwrap_or_else(|panic| SeedResult {
-            violation: Some(Violation {
+        // A panic in the code under test is a violation like any other:
+        // reported with its state, and the enumeration goes on from the
+        // decisions taken before it.
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.scenario
+                .run_workload(&id.workload, vfs.clone(), false, Some(Box::new(hook)))
+        }));
+        let violation = match run {
+            Ok((violation, _)) => violation,
+            Err(panic) => Some(Violation {
                 step: 0,
                 message: format!("{PANIC_PREFIX}{}", panic_message(&*panic)),
             }),
-            ..SeedResult::default()
-        });
+        };
         let script = vfs.crash_script().expect("the disk has a script");
-        (result, script, seen)
+        (violation, script, seen)
     }
 }
 
 /// A fresh disk with the script of `id`, and how many of its power losses
 /// the script decides.
-pub fn prepared_disk(id: &StateId, pages_max: u32) -> (SimVfs, u32) {
+pub fn prepared_disk<W>(id: &StateId<W>, pages_max: u32) -> (SimVfs, u32) {
     let vfs = SimVfs::new(0);
     let scripted = 1 + u32::from(id.recovery_crash.is_some());
     let (crash_at_ops, fail_at_op) = match id.point {

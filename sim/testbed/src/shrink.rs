@@ -3,36 +3,55 @@
 //! (remove halves, quarters, ... single actions, keeping each removal that
 //! still fails), then switch off each fault that is not needed.
 
-use durlog_vfs::FaultKind;
-
-use crate::plan::Plan;
-use crate::run::{SeedResult, run_plan};
+use crate::{Outcome, Scenario, run_caught};
 
 /// Runs a shrink may spend.
 const RUNS_MAX: usize = 2000;
 
 /// A smaller run that still fails.
-pub struct Shrunk {
+pub struct Shrunk<S: Scenario> {
     /// The plan, with only the needed faults left on.
-    pub plan: Plan,
+    pub plan: S::Plan,
     /// Which of the plan's actions to run.
     pub keep: Vec<bool>,
-    /// The faults switched off (for the repro command).
-    pub faults_removed: Vec<FaultKind>,
+    /// The faults left on (for the repro command).
+    pub faults: Vec<S::Fault>,
     /// The run of what is left, with its readable trace.
-    pub result: SeedResult,
+    pub outcome: Outcome<S::Tally>,
+    /// Runs the shrink made.
+    pub runs: usize,
+}
+
+impl<S: Scenario> Shrunk<S> {
+    /// How many actions are left.
+    pub fn kept(&self) -> usize {
+        self.keep.iter().filter(|&&kept| kept).count()
+    }
+
+    /// The command that replays the shrunk run.
+    pub fn repro(&self, scenario: &S, seed: u64) -> String {
+        format!(
+            "{} repro --seed {seed}{}{} --keep {}",
+            scenario.command(),
+            scenario.fault_flags(Some(&self.faults)),
+            scenario.flags(),
+            keep_ranges(&self.keep)
+        )
+    }
 }
 
 /// Shrinks the failing `plan`, whose first run failed at `failing_step`.
-pub fn shrink(plan: &Plan, failing_step: usize) -> Shrunk {
+pub fn shrink<S: Scenario>(scenario: &S, plan: &S::Plan, failing_step: usize) -> Shrunk<S> {
     let mut runs = 0;
-    let mut fails = |plan: &Plan, keep: &[bool]| {
+    let mut fails = |plan: &S::Plan, keep: &[bool]| {
         runs += 1;
         runs <= RUNS_MAX
-            && std::panic::catch_unwind(|| run_plan(plan, Some(keep), false))
-                .map_or(true, |result| result.violation.is_some())
+            && run_caught(scenario, plan, Some(keep), false)
+                .0
+                .violation
+                .is_some()
     };
-    let steps = plan.actions.len();
+    let steps = scenario.actions(plan);
     let mut keep: Vec<bool> = (0..steps).map(|step| step <= failing_step).collect();
     let mut chunk = steps.div_ceil(2).max(1);
     loop {
@@ -56,31 +75,20 @@ pub fn shrink(plan: &Plan, failing_step: usize) -> Shrunk {
         chunk = chunk.div_ceil(2);
     }
     let mut plan = plan.clone();
-    let mut faults_removed = Vec::new();
-    for kind in plan.faults.enabled() {
-        let mut candidate = plan.clone();
-        candidate.faults.set(kind, 0.0);
+    for fault in scenario.faults(&plan) {
+        let candidate = scenario.without_fault(&plan, fault);
         if fails(&candidate, &keep) {
             plan = candidate;
-            faults_removed.push(kind);
         }
     }
-    let result =
-        std::panic::catch_unwind(|| run_plan(&plan, Some(&keep), true)).unwrap_or_else(|panic| {
-            SeedResult {
-                seed: plan.seed,
-                violation: Some(crate::Violation {
-                    step: 0,
-                    message: format!("panic: {}", crate::panic_message(&*panic)),
-                }),
-                ..SeedResult::default()
-            }
-        });
+    let faults = scenario.faults(&plan);
+    let (outcome, _) = run_caught(scenario, &plan, Some(&keep), true);
     Shrunk {
         plan,
         keep,
-        faults_removed,
-        result,
+        faults,
+        outcome,
+        runs,
     }
 }
 
@@ -129,4 +137,20 @@ pub fn parse_keep(text: &str, steps: usize) -> Result<Vec<bool>, String> {
         keep[start..=end].iter_mut().for_each(|kept| *kept = true);
     }
     Ok(keep)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keep_ranges_round_trip() {
+        let keep = [true, true, false, true, false, false, true, true, true];
+        let text = keep_ranges(&keep);
+        assert_eq!(text, "0-1,3,6-8");
+        assert_eq!(parse_keep(&text, keep.len()).unwrap(), keep);
+        assert!(parse_keep("3-1", 9).is_err());
+        assert!(parse_keep("9", 9).is_err());
+        assert!(parse_keep("x", 9).is_err());
+    }
 }

@@ -1,0 +1,134 @@
+//! Filters on the whole log: `read_all_filtered` and `subscribe_filtered`
+//! take the records of matching streams and, of those, the events of
+//! matching types (KurrentDB's filtered `$all`), and every reader of the
+//! whole log keeps only what each stream's metadata and deletion show.
+//!
+//! A record is filtered before its data is copied: the stream is read from
+//! the batch's head, and an event whose type (or version, or time) is not
+//! kept is passed over in place ([`Keep::commit`]).
+
+use std::collections::BTreeMap;
+
+use crate::format::{Record, decode_batch_where};
+
+use super::all::Commit;
+use super::group::Published;
+use super::streams::Shown;
+
+/// Which records and events a filtered read of the whole log returns.
+/// Every condition added must hold: `Filter::all().stream_prefix("order-")
+/// .event_type("shipped")` keeps the `shipped` events of `order-` streams.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Filter {
+    stream_prefixes: Vec<String>,
+    types: Vec<TypeMatch>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum TypeMatch {
+    Exact(String),
+    Prefix(String),
+}
+
+impl Filter {
+    /// Matches every event.
+    pub fn all() -> Filter {
+        Filter::default()
+    }
+
+    /// And the stream's name starts with `prefix`.
+    pub fn stream_prefix(mut self, prefix: &str) -> Filter {
+        self.stream_prefixes.push(prefix.to_owned());
+        self
+    }
+
+    /// And the event's type is exactly `event_type`.
+    pub fn event_type(mut self, event_type: &str) -> Filter {
+        self.types.push(TypeMatch::Exact(event_type.to_owned()));
+        self
+    }
+
+    /// And the event's type starts with `prefix`.
+    pub fn event_type_prefix(mut self, prefix: &str) -> Filter {
+        self.types.push(TypeMatch::Prefix(prefix.to_owned()));
+        self
+    }
+
+    pub(crate) fn keeps_stream(&self, stream: &str) -> bool {
+        self.stream_prefixes
+            .iter()
+            .all(|prefix| stream.starts_with(prefix.as_str()))
+    }
+
+    pub(crate) fn keeps_type(&self, event_type: &str) -> bool {
+        self.types.iter().all(|matching| match matching {
+            TypeMatch::Exact(wanted) => event_type == wanted,
+            TypeMatch::Prefix(prefix) => event_type.starts_with(prefix.as_str()),
+        })
+    }
+}
+
+/// What a reader of the whole log keeps of each record: the events its
+/// filter matches that their stream's metadata shows.
+pub(crate) struct Keep<'a> {
+    filter: &'a Filter,
+    /// The streams whose metadata or deletion hides events; the others
+    /// show them all.
+    shown: BTreeMap<String, Shown>,
+}
+
+impl<'a> Keep<'a> {
+    /// Everything `filter` matches, as `state`'s tables show it now.
+    pub(crate) fn new(filter: &'a Filter, state: &Published, now: impl Fn() -> i64) -> Keep<'a> {
+        let shown = state
+            .tables
+            .streams
+            .keys()
+            .map(|stream| (stream.clone(), state.shown(stream, &now)))
+            .collect();
+        Keep { filter, shown }
+    }
+
+    /// What `filter` matches, no stream hiding anything (the reader takes
+    /// the tables into account itself, or none has an entry).
+    pub(crate) fn unshown(filter: &'a Filter) -> Keep<'a> {
+        Keep {
+            filter,
+            shown: BTreeMap::new(),
+        }
+    }
+
+    /// The record's commit with the events kept, `None` if none is; an
+    /// error if it is not the record with `seq`, or its batch is damaged.
+    pub(crate) fn commit(&self, record: &Record<'_>, seq: u64) -> Result<Option<Commit>, String> {
+        if record.seq != seq {
+            return Err(format!(
+                "record holds seq {} in {} bytes, the log expects seq {seq}",
+                record.seq, record.len
+            ));
+        }
+        // Set by the stream's check, which comes before any event's.
+        let shown = std::cell::Cell::new(Shown::ALL);
+        let batch = decode_batch_where(
+            record.payload,
+            |stream| {
+                if let Some(rules) = self.shown.get(stream) {
+                    shown.set(*rules);
+                }
+                self.filter.keeps_stream(stream)
+            },
+            |version, event_type, at| {
+                shown.get().shows(version, at) && self.filter.keeps_type(event_type)
+            },
+        )
+        .map_err(|error| error.to_string())?;
+        Ok(batch
+            .filter(|batch| !batch.events.is_empty())
+            .map(|batch| Commit {
+                seq,
+                stream: batch.stream,
+                first_version: batch.first_version,
+                events: batch.events,
+            }))
+    }
+}

@@ -1,0 +1,418 @@
+//! What event-sourcing users expect of the log (SPEC section 14): retries
+//! that land once, filtered reads of the whole log, consumers that resume,
+//! per-stream limits and deletion; each surviving a reopen and a power
+//! loss at every disk operation of its change, on both backends.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use common::{Backend, clock, event};
+use durlog::vfs::SimVfs;
+use durlog::{Deletion, Error, Expected, Filter, Log, Options, StreamMetadata};
+
+fn events(data: &[&str]) -> Vec<durlog::Event> {
+    data.iter()
+        .map(|data| event("t", data.as_bytes()))
+        .collect()
+}
+
+fn data(events: &[durlog::Event]) -> Vec<String> {
+    events
+        .iter()
+        .map(|event| String::from_utf8(event.data.clone()).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_retry_of_an_append_that_landed_succeeds_and_writes_nothing() {
+    for backend in Backend::all() {
+        let log = backend.open(clock(0)).unwrap();
+        let batch = events(&["a", "b"]);
+        assert_eq!(
+            log.append_idempotent("s", Expected::NoStream, &batch)
+                .unwrap(),
+            2
+        );
+        let size = log.size();
+        // The acknowledgement was lost: the same call again.
+        assert_eq!(
+            log.append_idempotent("s", Expected::NoStream, &batch)
+                .unwrap(),
+            2
+        );
+        assert_eq!(
+            log.append_idempotent("s", Expected::Exact(0), &batch)
+                .unwrap(),
+            2
+        );
+        assert_eq!((log.size(), log.last_seq()), (size, 1), "nothing written");
+        // The same versions, other data: a conflict.
+        let other = events(&["a", "x"]);
+        assert!(matches!(
+            log.append_idempotent("s", Expected::Exact(0), &other),
+            Err(Error::VersionConflict { actual: 2, .. })
+        ));
+        // A plain append's retry is still a conflict.
+        assert!(matches!(
+            log.append("s", Expected::Exact(0), &batch),
+            Err(Error::VersionConflict { .. })
+        ));
+        // Further versions: the events there are compared, not the last.
+        log.append("s", Expected::Exact(2), &events(&["c"]))
+            .unwrap();
+        assert_eq!(
+            log.append_idempotent("s", Expected::Exact(2), &events(&["c"]))
+                .unwrap(),
+            3
+        );
+        assert_eq!(
+            log.append_idempotent("s", Expected::Exact(1), &events(&["b", "c"]))
+                .unwrap(),
+            3
+        );
+        // More events than the stream holds past v: not the same append.
+        assert!(matches!(
+            log.append_idempotent("s", Expected::Exact(2), &events(&["c", "d"])),
+            Err(Error::VersionConflict { actual: 3, .. })
+        ));
+        // A fresh one at the right version is appended.
+        assert_eq!(
+            log.append_idempotent("s", Expected::Exact(3), &events(&["d"]))
+                .unwrap(),
+            4
+        );
+        assert_eq!(data(&log.read("s", 1, 10).unwrap()), ["a", "b", "c", "d"]);
+        // Any and StreamExists append again, as append does.
+        assert_eq!(
+            log.append_idempotent("s", Expected::Any, &events(&["d"]))
+                .unwrap(),
+            5
+        );
+        drop(log);
+        let log = backend.open(clock(0)).unwrap();
+        assert_eq!(
+            log.append_idempotent("s", Expected::Exact(3), &events(&["d"]))
+                .unwrap(),
+            4
+        );
+    }
+}
+
+#[test]
+fn filters_keep_matching_records_and_events_and_limit_counts_records() {
+    for backend in Backend::all() {
+        let log = backend.open(clock(0)).unwrap();
+        log.append(
+            "order-1",
+            Expected::Any,
+            &[event("created", b"1"), event("paid", b"2")],
+        )
+        .unwrap();
+        log.append("user-1", Expected::Any, &[event("created", b"3")])
+            .unwrap();
+        log.append("order-2", Expected::Any, &[event("shipped", b"4")])
+            .unwrap();
+        log.append("order-1", Expected::Any, &[event("shipped", b"5")])
+            .unwrap();
+        let seqs = |filter: &Filter, limit| {
+            log.read_all_filtered(1, limit, filter)
+                .unwrap()
+                .iter()
+                .map(|commit| {
+                    let events: Vec<String> = commit
+                        .events
+                        .iter()
+                        .map(|e| format!("{}:{}", e.event_type, e.version))
+                        .collect();
+                    format!("{}@{} {}", commit.stream, commit.seq, events.join(","))
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(seqs(&Filter::all(), 10).len(), 4);
+        assert_eq!(
+            seqs(&Filter::all().event_type("created"), 10),
+            ["order-1@1 created:1", "user-1@2 created:1"]
+        );
+        assert_eq!(
+            seqs(
+                &Filter::all().stream_prefix("order-").event_type("shipped"),
+                10
+            ),
+            ["order-2@3 shipped:1", "order-1@4 shipped:3"]
+        );
+        assert_eq!(
+            seqs(&Filter::all().event_type_prefix("sh"), 1),
+            ["order-2@3 shipped:1"]
+        );
+        assert_eq!(
+            seqs(&Filter::all().event_type_prefix("pa"), 10),
+            ["order-1@1 paid:2"]
+        );
+        assert!(seqs(&Filter::all().event_type("nothing"), 10).is_empty());
+        assert!(seqs(&Filter::all(), 0).is_empty());
+        // A record's first version stays as stored when some events go.
+        let paid = log
+            .read_all_filtered(1, 10, &Filter::all().event_type("paid"))
+            .unwrap();
+        assert_eq!((paid[0].first_version, paid[0].events[0].version), (1, 2));
+        let mut subscription = log.subscribe_filtered(1, Filter::all().event_type("shipped"));
+        let first = subscription
+            .next_timeout(Duration::from_secs(5))
+            .unwrap()
+            .unwrap();
+        let second = subscription
+            .next_timeout(Duration::from_secs(5))
+            .unwrap()
+            .unwrap();
+        assert_eq!((first.seq, second.seq), (3, 4));
+        log.append("order-3", Expected::Any, &[event("shipped", b"6")])
+            .unwrap();
+        log.append("order-3", Expected::Any, &[event("paid", b"7")])
+            .unwrap();
+        log.append("order-4", Expected::Any, &[event("shipped", b"8")])
+            .unwrap();
+        let live = subscription
+            .next_timeout(Duration::from_secs(5))
+            .unwrap()
+            .unwrap();
+        let next = subscription
+            .next_timeout(Duration::from_secs(5))
+            .unwrap()
+            .unwrap();
+        assert_eq!((live.seq, next.seq), (5, 7), "seq 6 holds no shipped event");
+    }
+}
+
+#[test]
+fn a_consumer_position_is_durable_resumes_and_never_goes_back() {
+    for backend in Backend::all() {
+        let log = backend.open(clock(0)).unwrap();
+        for i in 0..5 {
+            log.append("s", Expected::Any, &[event("t", &[i])]).unwrap();
+        }
+        assert_eq!(log.consumer_position("projector"), None);
+        log.record_consumer_position("projector", 3).unwrap();
+        log.record_consumer_position("projector", 2).unwrap();
+        assert_eq!(
+            log.consumer_position("projector"),
+            Some(3),
+            "never backwards"
+        );
+        log.record_consumer_position("mailer", 1).unwrap();
+        assert!(matches!(
+            log.record_consumer_position("", 1),
+            Err(Error::ConsumerName { .. })
+        ));
+        drop(log);
+        let log = backend.open(clock(0)).unwrap();
+        assert_eq!(log.consumer_position("projector"), Some(3));
+        assert_eq!(log.consumer_position("mailer"), Some(1));
+        // A purge keeps every position; a truncation takes back those past it.
+        log.truncate_after(2).unwrap();
+        assert_eq!(log.consumer_position("projector"), Some(2));
+        assert_eq!(log.consumer_position("mailer"), Some(1));
+        drop(log);
+        let log = backend.open(clock(0)).unwrap();
+        assert_eq!(log.consumer_position("projector"), Some(2));
+    }
+}
+
+#[test]
+fn metadata_limits_what_every_reader_sees() {
+    for backend in Backend::all() {
+        let now = Arc::new(AtomicI64::new(1_000));
+        let options = Options {
+            now: Some(Arc::new({
+                let now = Arc::clone(&now);
+                move || now.load(Ordering::SeqCst)
+            })),
+            ..Options::default()
+        };
+        let log = backend.open(options.clone()).unwrap();
+        for i in 1..=10u8 {
+            now.store(i64::from(i) * 1_000, Ordering::SeqCst);
+            log.append("s", Expected::Any, &[event("t", &[i])]).unwrap();
+        }
+        let versions =
+            |events: Vec<durlog::Event>| events.iter().map(|e| e.version).collect::<Vec<_>>();
+        let mut metadata = StreamMetadata::default();
+        metadata.max_count = Some(3);
+        log.set_stream_metadata("s", metadata.clone()).unwrap();
+        assert_eq!(log.stream_metadata("s"), metadata);
+        assert_eq!(versions(log.read("s", 1, 100).unwrap()), [8, 9, 10]);
+        assert_eq!(
+            versions(log.read_backward("s", u64::MAX, 100).unwrap()),
+            [10, 9, 8]
+        );
+        let all = log.read_all(1, 100).unwrap();
+        assert_eq!(all.iter().map(|c| c.seq).collect::<Vec<_>>(), [8, 9, 10]);
+        let mut subscription = log.subscribe(1);
+        assert_eq!(
+            subscription
+                .next_timeout(Duration::from_secs(5))
+                .unwrap()
+                .unwrap()
+                .seq,
+            8
+        );
+
+        let mut metadata = StreamMetadata::default();
+        metadata.truncate_before = Some(6);
+        log.set_stream_metadata("s", metadata).unwrap();
+        assert_eq!(versions(log.read("s", 1, 2).unwrap()), [6, 7]);
+        assert_eq!(versions(log.read("s", 9, 100).unwrap()), [9, 10]);
+
+        let mut metadata = StreamMetadata::default();
+        metadata.max_age = Some(Duration::from_nanos(2_500));
+        log.set_stream_metadata("s", metadata.clone()).unwrap();
+        assert_eq!(
+            versions(log.read("s", 1, 100).unwrap()),
+            [8, 9, 10],
+            "at 10,000 ns"
+        );
+        now.store(11_000, Ordering::SeqCst);
+        assert_eq!(versions(log.read("s", 1, 100).unwrap()), [9, 10]);
+        drop(log);
+        let log = backend.open(options).unwrap();
+        assert_eq!(log.stream_metadata("s"), metadata, "survives a reopen");
+        assert_eq!(versions(log.read("s", 1, 1).unwrap()), [9]);
+        log.set_stream_metadata("s", StreamMetadata::default())
+            .unwrap();
+        assert_eq!(log.read("s", 1, 100).unwrap().len(), 10);
+    }
+}
+
+#[test]
+fn deleted_streams_read_as_empty_and_hard_ones_take_nothing_more() {
+    for backend in Backend::all() {
+        let log = backend.open(clock(0)).unwrap();
+        log.append("soft", Expected::Any, &events(&["a", "b"]))
+            .unwrap();
+        log.append("hard", Expected::Any, &events(&["a"])).unwrap();
+        log.append("other", Expected::Any, &events(&["a"])).unwrap();
+        log.delete_stream("soft", Deletion::Soft).unwrap();
+        log.delete_stream("hard", Deletion::Hard).unwrap();
+        assert_eq!(log.streams(""), ["other"]);
+        assert!(log.read("soft", 1, 10).unwrap().is_empty());
+        assert!(log.read("hard", 1, 10).unwrap().is_empty());
+        assert!(log.read_backward("soft", u64::MAX, 10).unwrap().is_empty());
+        assert_eq!(log.read_all(1, 10).unwrap().len(), 1, "only other's record");
+        assert_eq!((log.version("soft"), log.version("hard")), (2, 1));
+        assert!(matches!(
+            log.append("hard", Expected::Any, &events(&["x"])),
+            Err(Error::StreamDeleted { .. })
+        ));
+        assert!(matches!(
+            log.delete_stream("hard", Deletion::Soft),
+            Err(Error::StreamDeleted { .. })
+        ));
+        assert!(matches!(
+            log.append("soft", Expected::NoStream, &events(&["x"])),
+            Err(Error::VersionConflict { actual: 2, .. })
+        ));
+        drop(log);
+        let log = backend.open(clock(0)).unwrap();
+        assert!(matches!(
+            log.append("hard", Expected::Any, &events(&["x"])),
+            Err(Error::StreamDeleted { .. })
+        ));
+        // A soft-deleted stream takes appends and shows again from them.
+        assert_eq!(
+            log.append("soft", Expected::Exact(2), &events(&["c"]))
+                .unwrap(),
+            3
+        );
+        assert_eq!(data(&log.read("soft", 1, 10).unwrap()), ["c"]);
+        assert_eq!(log.streams(""), ["other", "soft"]);
+    }
+}
+
+/// A change to a log, whose outcome a power loss may cut.
+type Change = dyn Fn(&Log) -> Result<(), Error>;
+
+/// A power loss at every disk operation of a metadata change, a deletion
+/// and a position recorded: after recovery, each is there whole or not at
+/// all, and what was there before is untouched.
+#[test]
+fn every_change_survives_a_power_loss_at_any_of_its_operations() {
+    for crash_at in 1..40 {
+        let vfs = SimVfs::new(crash_at);
+        let dir = "/log";
+        let open = || Log::open_with_vfs(vfs.clone(), dir, clock(0));
+        let log = open().unwrap();
+        log.append("s", Expected::Any, &events(&["a", "b", "c"]))
+            .unwrap();
+        let mut metadata = StreamMetadata::default();
+        metadata.max_count = Some(2);
+        log.set_stream_metadata("s", metadata.clone()).unwrap();
+        log.record_consumer_position("c", 1).unwrap();
+        vfs.crash_after_ops(crash_at);
+        let changes: [&Change; 3] = [
+            &|log| log.record_consumer_position("c", 3),
+            &|log| log.delete_stream("s", Deletion::Hard),
+            &|log| log.set_stream_metadata("s", StreamMetadata::default()),
+        ];
+        let mut done = 0;
+        for change in changes {
+            if change(&log).is_ok() && !vfs.is_halted() {
+                done += 1;
+            }
+        }
+        let halted = vfs.is_halted();
+        drop(log);
+        vfs.crash_after_ops(0);
+        vfs.crash();
+        let log = open().unwrap();
+        let position = log.consumer_position("c").unwrap();
+        let deleted = log.append("s", Expected::Any, &events(&["x"])).is_err();
+        assert!(
+            position == 1 || position == 3,
+            "crash at {crash_at}: position {position}"
+        );
+        if !halted {
+            assert_eq!(
+                (position, deleted, done),
+                (3, true, 2),
+                "crash at {crash_at}: nothing cut"
+            );
+        }
+        if done >= 1 {
+            assert_eq!(
+                position, 3,
+                "crash at {crash_at}: a recorded position is kept"
+            );
+        }
+        if done >= 2 {
+            assert!(deleted, "crash at {crash_at}: a hard deletion is kept");
+        }
+        if !deleted {
+            assert_eq!(log.stream_metadata("s"), metadata, "crash at {crash_at}");
+        }
+    }
+}
+
+#[test]
+fn damaged_tables_are_refused_naming_the_file() {
+    for backend in Backend::all() {
+        let log = backend.open(clock(0)).unwrap();
+        log.append("s", Expected::Any, &events(&["a"])).unwrap();
+        log.record_consumer_position("c", 1).unwrap();
+        log.delete_stream("s", Deletion::Soft).unwrap();
+        drop(log);
+        for name in ["durlog.consumers", "durlog.streams"] {
+            let good = backend.read_file(name);
+            let mut bad = good.clone();
+            bad[good.len() - 1] ^= 0x40;
+            backend.write_file(name, &bad);
+            match backend.open(clock(0)) {
+                Err(Error::Corrupt { file, .. }) => assert_eq!(file, backend.path(name)),
+                other => panic!("{name}: {:?}", other.map(|_| ())),
+            }
+            backend.write_file(name, &good);
+        }
+        assert!(backend.open(clock(0)).is_ok());
+    }
+}
