@@ -16,7 +16,7 @@ pub mod plan;
 pub mod probe;
 pub mod run;
 pub mod runtime;
-pub mod shrink;
+pub mod scenario;
 pub mod tally;
 pub mod trace;
 

@@ -148,6 +148,13 @@ impl Action {
         }
     }
 
+    /// True if a run of `plan` performs this action (its fault class, if
+    /// it has one, is on).
+    pub fn is_on(&self, plan: &Plan) -> bool {
+        self.fault_class()
+            .is_none_or(|class| plan.classes.contains(&class))
+    }
+
     /// The fault class the action belongs to, if it is a fault.
     pub fn fault_class(&self) -> Option<FaultClass> {
         match self {
@@ -272,13 +279,12 @@ impl Plan {
         1..=self.voters + self.spares
     }
 
-    /// The plan with `class` off: its actions gone, its disk or network
-    /// faults cleared.
+    /// The plan with `class` off: its disk or network faults cleared, and
+    /// its actions kept but skipped by a run (so that a keep mask still
+    /// names the same actions).
     pub fn without(&self, class: FaultClass) -> Plan {
         let mut plan = self.clone();
         plan.classes.remove(&class);
-        plan.steps
-            .retain(|step| step.action.fault_class() != Some(class));
         match class {
             FaultClass::Loss => plan.net.loss_ppm = 0,
             FaultClass::Duplicate => plan.net.duplicate_ppm = 0,

@@ -179,7 +179,8 @@ impl<'p> Cluster<'p> {
         }
         self.initialize()?;
         for (index, step) in self.plan.steps.iter().enumerate() {
-            if keep.is_some_and(|keep| !keep.get(index).copied().unwrap_or(true)) {
+            let kept = keep.is_none_or(|keep| keep.get(index).copied().unwrap_or(true));
+            if !kept || !step.action.is_on(self.plan) {
                 continue;
             }
             self.run_until(step.at_ms * NS_PER_MS)?;
