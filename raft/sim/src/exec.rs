@@ -73,8 +73,11 @@ pub(crate) struct Inner {
     next_task: Cell<u64>,
     tasks: RefCell<BTreeMap<u64, Task>>,
     ready: Arc<Mutex<ReadyQueue>>,
-    /// (deadline, order set) -> the waker of the sleeping task.
-    timers: RefCell<BTreeMap<(u64, u64), Waker>>,
+    /// (deadline, order set) -> the waker of the sleeping task, and its
+    /// owner.
+    timers: RefCell<BTreeMap<(u64, u64), (Waker, Owner)>>,
+    /// The owners of the timers fired, when a trace asks for them.
+    fired: RefCell<Option<Vec<Owner>>>,
     next_timer: Cell<u64>,
     current_owner: Cell<Owner>,
     /// Each owner's generator (election timeouts), from the run's seed.
@@ -139,6 +142,7 @@ impl Executor {
                 tasks: RefCell::new(BTreeMap::new()),
                 ready: Arc::default(),
                 timers: RefCell::new(BTreeMap::new()),
+                fired: RefCell::new(None),
                 next_timer: Cell::new(0),
                 current_owner: Cell::new(HARNESS),
                 rngs: RefCell::new(BTreeMap::new()),
@@ -237,10 +241,29 @@ impl Executor {
         self.inner
             .timers_fired
             .set(self.inner.timers_fired.get() + due.len() as u64);
-        for waker in due {
+        if let Some(fired) = self.inner.fired.borrow_mut().as_mut() {
+            fired.extend(due.iter().map(|(_, owner)| *owner));
+        }
+        for (waker, _) in due {
             waker.wake();
         }
         true
+    }
+
+    /// From now on, remembers whose timers fire (for a trace).
+    pub fn record_timers(&self) {
+        *self.inner.fired.borrow_mut() = Some(Vec::new());
+    }
+
+    /// The owners whose timers fired since the last call (empty unless
+    /// `record_timers`), in firing order.
+    pub fn take_fired(&self) -> Vec<Owner> {
+        self.inner
+            .fired
+            .borrow_mut()
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// True if some task is ready to run now.
@@ -313,7 +336,7 @@ impl Inner {
     ) -> (u64, u64) {
         let mut timers = self.timers.borrow_mut();
         if let Some(key) = key
-            && let Some(existing) = timers.get_mut(&key)
+            && let Some((existing, _)) = timers.get_mut(&key)
         {
             existing.clone_from(waker);
             return key;
@@ -321,7 +344,7 @@ impl Inner {
         let order = self.next_timer.get();
         self.next_timer.set(order + 1);
         let key = (deadline_ns, order);
-        timers.insert(key, waker.clone());
+        timers.insert(key, (waker.clone(), self.current_owner.get()));
         key
     }
 

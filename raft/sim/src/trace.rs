@@ -125,13 +125,16 @@ impl Trace {
     /// Adds a line to the trace only (not to the digest): what a node's
     /// disk did, which its own digest covers.
     pub fn line(&self, node: NodeId, what: impl std::fmt::Display) {
+        self.plain_line(format!("n{node} disk: {what}"));
+    }
+
+    /// Adds `text` at the current time to the lines only (timers fired:
+    /// the digest counts them at the end).
+    pub fn plain_line(&self, text: String) {
         let now_ns = exec::try_with(|inner| inner.now_ns()).unwrap_or(0);
         let mut state = self.state.lock().expect("trace");
         if let Some(lines) = &mut state.lines {
-            lines.push(format!(
-                "{:>10.3} ms  n{node} disk: {what}",
-                now_ns as f64 / 1e6
-            ));
+            lines.push(format!("{:>10.3} ms  {text}", now_ns as f64 / 1e6));
         }
     }
 

@@ -84,6 +84,9 @@ pub(crate) struct Cluster<'p> {
 pub fn run(plan: &Plan, keep: Option<&[bool]>, trace: bool) -> Outcome {
     let traced = Trace::new(trace);
     let exec = Executor::new(plan.seed ^ 0x005e_ed0f_e1ec_7104);
+    if trace {
+        exec.record_timers();
+    }
     let entered = exec.enter();
     let mut cluster = Cluster::new(plan, exec, traced.clone());
     let result = catch_unwind(AssertUnwindSafe(|| cluster.run(keep)));
@@ -212,7 +215,16 @@ impl<'p> Cluster<'p> {
             }
             let next_later = self.later.keys().next().map_or(u64::MAX, |&(at, _)| at);
             let limit = until_ns.min(next_later);
-            if !self.exec.advance(limit) && self.exec.now_ns() >= until_ns {
+            let advanced = self.exec.advance(limit);
+            for owner in self.exec.take_fired() {
+                let who = if owner == HARNESS {
+                    "cluster".to_owned()
+                } else {
+                    format!("n{owner}")
+                };
+                self.trace.plain_line(format!("{who}: timer fired"));
+            }
+            if !advanced && self.exec.now_ns() >= until_ns {
                 return Ok(());
             }
         }
