@@ -97,9 +97,10 @@ impl Scenario for Cluster {
     fn run(&self, plan: &Plan, keep: Option<&[bool]>, trace: bool) -> Outcome<Tally> {
         let outcome = crate::run(plan, keep, trace);
         Outcome {
-            violation: outcome
-                .violation
-                .map(|message| Violation { step: 0, message }),
+            violation: outcome.violation.map(|message| Violation {
+                step: outcome.step,
+                message,
+            }),
             digest: outcome.digest,
             tally: outcome.tally,
             trace: outcome.trace,

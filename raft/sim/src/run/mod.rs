@@ -31,6 +31,9 @@ const NS_PER_MS: u64 = 1_000_000;
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Outcome {
     pub violation: Option<String>,
+    /// The plan's action the run was at (the last one performed) when the
+    /// violation showed.
+    pub step: usize,
     pub digest: u64,
     pub tally: Tally,
     /// Simulated time the run covered.
@@ -77,6 +80,8 @@ pub(crate) struct Cluster<'p> {
     initialized: Arc<std::sync::atomic::AtomicBool>,
     /// When the harness last asked for an `initialize`.
     initialize_asked_ns: u64,
+    /// The index of the last action performed.
+    step: usize,
 }
 
 /// Runs `plan` (its actions where `keep` says, all if `None`); keeps the
@@ -173,6 +178,7 @@ impl<'p> Cluster<'p> {
             excused: None,
             initialized: Arc::default(),
             initialize_asked_ns: 0,
+            step: 0,
         }
     }
 
@@ -187,6 +193,7 @@ impl<'p> Cluster<'p> {
                 continue;
             }
             self.run_until(step.at_ms * NS_PER_MS)?;
+            self.step = index;
             self.act(&step.action)?;
         }
         self.run_until(self.plan.safety_ms * NS_PER_MS)?;
@@ -387,6 +394,7 @@ impl<'p> Cluster<'p> {
         self.exec.clear();
         Outcome {
             violation,
+            step: self.step,
             digest,
             tally: self.tally,
             simulated_ns,
