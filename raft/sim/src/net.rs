@@ -419,15 +419,7 @@ impl RaftNetwork<SimConfig> for Connection {
         request: InstallSnapshotRequest<SimConfig>,
         option: RPCOption,
     ) -> RpcResult<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>> {
-        let deliver = |node: Node, request| async move {
-            let response = node.install_snapshot(request).await;
-            if let Err(error) = &response
-                && std::env::var_os("DURLOG_RAFT_SIM_DEBUG").is_some()
-            {
-                eprintln!("install_snapshot: {error}");
-            }
-            response
-        };
+        let deliver = |node: Node, request| async move { node.install_snapshot(request).await };
         let (from, to, ttl) = (self.from, self.to, option.hard_ttl());
         self.network
             .call(from, to, "snapshot", request, ttl, deliver)
