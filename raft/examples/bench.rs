@@ -118,6 +118,7 @@ async fn round(dir: &Path, clients: usize, writes: usize) -> Result<f64, Box<dyn
                         stream: format!("client-{client}"),
                         event_type: "bench".to_owned(),
                         data: vec![n as u8; EVENT_BYTES],
+                        expected_version: None,
                     };
                     raft.client_write(request).await.expect("client write");
                 }

@@ -147,6 +147,7 @@ async fn write(
             stream: format!("orders-{}", n % 7),
             event_type: phase.to_owned(),
             data: format!("{phase} event {n}").into_bytes(),
+            expected_version: None,
         };
         let response = leader.client_write(request.clone()).await?;
         committed.push((response.log_id, request));

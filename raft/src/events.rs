@@ -4,20 +4,30 @@
 //! three-node example and the benchmark use them; an application brings its
 //! own state machine and keeps [`LogStore`](crate::LogStore).
 //!
-//! The state machine keeps nothing on disk: after a restart openraft
-//! re-applies the log from the last snapshot (or from the start), which is
-//! what an in-memory state machine needs.
+//! The state machine's state is in memory; [`StateMachine::durable`] keeps
+//! its last snapshot on disk (`snapshot_file`), made durable before
+//! openraft may purge the log up to it, and starts from it after a
+//! restart: openraft then re-applies the log from there. (The state machine
+//! of [`StateMachine::new`] keeps nothing, which only suits a log that is
+//! never purged.)
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::io::Cursor;
+use std::marker::PhantomData;
+use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use durlog::vfs::Vfs;
 
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{
-    AnyError, BasicNode, Entry, EntryPayload, LogId, RaftSnapshotBuilder, SnapshotMeta,
-    StorageError, StorageIOError, StoredMembership,
+    AnyError, BasicNode, Entry, EntryPayload, LogId, RaftSnapshotBuilder, RaftTypeConfig,
+    SnapshotMeta, StorageError, StorageIOError, StoredMembership,
 };
 use serde::{Deserialize, Serialize};
+
+use crate::snapshot_file::SnapshotFile;
 
 openraft::declare_raft_types!(
     /// Events appended to streams, replicated with Raft.
@@ -33,6 +43,32 @@ openraft::declare_raft_types!(
 /// A node's id.
 pub type NodeId = u64;
 
+/// Every type configuration the state machine serves: [`TypeConfig`], or
+/// one that differs only in its runtime (a simulator's).
+pub trait EventsConfig:
+    RaftTypeConfig<
+        D = EventRequest,
+        R = EventResponse,
+        NodeId = NodeId,
+        Node = BasicNode,
+        Entry = Entry<Self>,
+        SnapshotData = Cursor<Vec<u8>>,
+    >
+{
+}
+
+impl<C> EventsConfig for C where
+    C: RaftTypeConfig<
+            D = EventRequest,
+            R = EventResponse,
+            NodeId = NodeId,
+            Node = BasicNode,
+            Entry = Entry<C>,
+            SnapshotData = Cursor<Vec<u8>>,
+        >
+{
+}
+
 /// A client's write: one event for a stream.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EventRequest {
@@ -42,14 +78,24 @@ pub struct EventRequest {
     pub event_type: String,
     /// The event's bytes.
     pub data: Vec<u8>,
+    /// If set, the event is appended only if the stream's version is this
+    /// when the entry is applied (optimistic concurrency, as
+    /// `durlog::Expected::Exact`); otherwise it is rejected, and the entry
+    /// changes nothing.
+    #[serde(default)]
+    pub expected_version: Option<u64>,
 }
 
 /// What applying an entry returned.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EventResponse {
     /// The stream's version after the event (`None` for entries that are
     /// not events: blank and membership entries).
     pub version: Option<u64>,
+    /// True if the event's expected version did not match (the stream
+    /// stayed at `version`).
+    #[serde(default)]
+    pub rejected: bool,
 }
 
 /// What the state machine holds, and what a snapshot serializes.
@@ -68,20 +114,68 @@ struct Inner {
     applied: Applied,
     snapshot: Option<(SnapshotMeta<NodeId, BasicNode>, Vec<u8>)>,
     snapshots_built: u64,
+    /// Where snapshots are kept, for a durable state machine.
+    file: Option<SnapshotFile>,
 }
 
 /// The in-memory state machine; clones share one state.
-#[derive(Clone, Debug, Default)]
-pub struct StateMachine {
+pub struct StateMachine<C = TypeConfig> {
     inner: Arc<Mutex<Inner>>,
+    _config: PhantomData<C>,
+}
+
+impl<C> Clone for StateMachine<C> {
+    fn clone(&self) -> Self {
+        StateMachine {
+            inner: Arc::clone(&self.inner),
+            _config: PhantomData,
+        }
+    }
+}
+
+impl<C> Default for StateMachine<C> {
+    fn default() -> Self {
+        StateMachine {
+            inner: Arc::default(),
+            _config: PhantomData,
+        }
+    }
+}
+
+impl<C> fmt::Debug for StateMachine<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StateMachine")
+            .field("inner", &*self.lock())
+            .finish()
+    }
 }
 
 type Result<T> = std::result::Result<T, StorageError<NodeId>>;
 
-impl StateMachine {
+impl<C> StateMachine<C> {
     /// An empty state machine.
-    pub fn new() -> StateMachine {
+    pub fn new() -> StateMachine<C> {
         StateMachine::default()
+    }
+
+    /// A state machine whose snapshots are kept durably in `dir` on
+    /// `vfs`, starting from the last one saved there.
+    pub fn durable(
+        vfs: Arc<dyn Vfs>,
+        dir: &Path,
+    ) -> std::result::Result<StateMachine<C>, crate::Error> {
+        let file = SnapshotFile::new(vfs, dir)?;
+        let saved = file.load()?;
+        let machine = StateMachine::new();
+        {
+            let mut inner = machine.lock();
+            if let Some((meta, data)) = saved {
+                inner.applied = postcard::from_bytes(&data).map_err(crate::Error::Codec)?;
+                inner.snapshot = Some((meta, data));
+            }
+            inner.file = Some(file);
+        }
+        Ok(machine)
     }
 
     /// A copy of what it holds.
@@ -95,27 +189,34 @@ impl StateMachine {
 }
 
 impl Applied {
-    fn apply(&mut self, entry: Entry<TypeConfig>) -> EventResponse {
+    /// Applies one entry; returns what the client is told.
+    pub fn apply<C: EventsConfig>(&mut self, entry: Entry<C>) -> EventResponse {
         self.last_applied = Some(entry.log_id);
         match entry.payload {
-            EntryPayload::Blank => EventResponse { version: None },
+            EntryPayload::Blank => EventResponse::default(),
             EntryPayload::Normal(request) => {
                 let version = self.versions.entry(request.stream).or_default();
-                *version += 1;
+                let rejected = request
+                    .expected_version
+                    .is_some_and(|expected| expected != *version);
+                if !rejected {
+                    *version += 1;
+                }
                 EventResponse {
                     version: Some(*version),
+                    rejected,
                 }
             }
             EntryPayload::Membership(membership) => {
                 self.membership = StoredMembership::new(Some(entry.log_id), membership);
-                EventResponse { version: None }
+                EventResponse::default()
             }
         }
     }
 }
 
-impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
-    async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>> {
+impl<C: EventsConfig> RaftSnapshotBuilder<C> for StateMachine<C> {
+    async fn build_snapshot(&mut self) -> Result<Snapshot<C>> {
         let mut inner = self.lock();
         let data = postcard::to_allocvec(&inner.applied)
             .map_err(|error| StorageIOError::write_snapshot(None, AnyError::new(&error)))?;
@@ -131,7 +232,13 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
                 inner.snapshots_built
             ),
         };
-        inner.snapshot = Some((meta.clone(), data.clone()));
+        let saved = (meta.clone(), data.clone());
+        if let Some(file) = &inner.file {
+            // Durable before openraft may purge the log up to it.
+            file.save(&saved)
+                .map_err(|error| StorageIOError::write_snapshot(None, AnyError::new(&error)))?;
+        }
+        inner.snapshot = Some(saved);
         Ok(Snapshot {
             meta,
             snapshot: Box::new(Cursor::new(data)),
@@ -139,8 +246,8 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
     }
 }
 
-impl RaftStateMachine<TypeConfig> for StateMachine {
-    type SnapshotBuilder = StateMachine;
+impl<C: EventsConfig> RaftStateMachine<C> for StateMachine<C> {
+    type SnapshotBuilder = StateMachine<C>;
 
     async fn applied_state(
         &mut self,
@@ -151,7 +258,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
 
     async fn apply<I>(&mut self, entries: I) -> Result<Vec<EventResponse>>
     where
-        I: IntoIterator<Item = Entry<TypeConfig>> + openraft::OptionalSend,
+        I: IntoIterator<Item = Entry<C>> + openraft::OptionalSend,
         I::IntoIter: openraft::OptionalSend,
     {
         let mut inner = self.lock();
@@ -161,7 +268,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             .collect())
     }
 
-    async fn get_snapshot_builder(&mut self) -> StateMachine {
+    async fn get_snapshot_builder(&mut self) -> StateMachine<C> {
         self.clone()
     }
 
@@ -179,12 +286,18 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             StorageIOError::read_snapshot(Some(meta.signature()), AnyError::new(&error))
         })?;
         let mut inner = self.lock();
+        let saved = (meta.clone(), data);
+        if let Some(file) = &inner.file {
+            file.save(&saved).map_err(|error| {
+                StorageIOError::write_snapshot(Some(meta.signature()), AnyError::new(&error))
+            })?;
+        }
         inner.applied = applied;
-        inner.snapshot = Some((meta.clone(), data));
+        inner.snapshot = Some(saved);
         Ok(())
     }
 
-    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>> {
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<C>>> {
         Ok(self.lock().snapshot.clone().map(|(meta, data)| Snapshot {
             meta,
             snapshot: Box::new(Cursor::new(data)),

@@ -29,13 +29,14 @@ pub mod events;
 pub mod mapping;
 pub mod meta;
 mod reader;
+pub mod snapshot_file;
 mod store;
 
 use std::path::PathBuf;
 
 pub use codec::STREAM;
 pub use reader::LogReader;
-pub use store::{LOG_DIR_NAME, LogStore};
+pub use store::{DiskWork, LOG_DIR_NAME, LogStore};
 
 /// What can go wrong in the store, beside openraft's own errors.
 #[derive(Debug, thiserror::Error)]

@@ -100,10 +100,20 @@ impl<NID: NodeId> MetaFile<NID> {
             Ok(file) => {
                 let mut bytes = vec![0; file.len()? as usize];
                 read_exact_at(file.as_ref(), &mut bytes, 0)?;
-                decode(&bytes).map_err(|reason| Error::Meta {
+                let body = decode(&bytes).map_err(|reason| Error::Meta {
                     path: path.clone(),
                     reason,
-                })?
+                })?;
+                // What this process reads may be only in the page cache: a
+                // save whose directory sync failed (or whose process died
+                // before it) left its rename there. Believing it and acting
+                // on it (answering as a voter) before it is durable lets a
+                // power loss take the vote back: the node could then vote
+                // twice in a term. The cluster simulation found this (seed
+                // 346 of durlog-raft-sim, a vote that went back).
+                file.sync_data()?;
+                vfs.sync_dir(dir)?;
+                body
             }
             Err(error) if error.kind() == io::ErrorKind::NotFound => MetaBody::default(),
             Err(error) => return Err(error.into()),

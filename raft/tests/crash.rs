@@ -132,6 +132,7 @@ fn entry(rng: &mut ChaCha8Rng, term: u64, index: u64, data_max: usize) -> Entry<
             stream: format!("s{}", rng.random_range(0..3u32)),
             event_type: "t".to_owned(),
             data: vec![rng.random_range(0..=255u8); rng.random_range(0..=data_max)],
+            expected_version: None,
         }),
     };
     Entry {

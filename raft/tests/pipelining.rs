@@ -188,6 +188,7 @@ async fn openraft_0_9_awaits_each_flush_before_the_next_append() {
                         stream: format!("client-{client}"),
                         event_type: "t".to_owned(),
                         data: vec![n as u8; 100],
+                        expected_version: None,
                     };
                     raft.client_write(request).await.expect("client write");
                 }

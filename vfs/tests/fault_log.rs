@@ -40,6 +40,7 @@ fn busy_faults(rng: &mut ChaCha8Rng) -> FaultConfig {
         .with(FaultKind::ShortWrite, 0.05)
         .with(FaultKind::NoSpace, 0.05)
         .with(FaultKind::MisdirectedWrite, 0.05)
+        .with(FaultKind::ReadError, 0.05)
 }
 
 /// One random operation on files `/d/0` to `/d/3`. Errors are expected

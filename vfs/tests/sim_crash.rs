@@ -330,12 +330,12 @@ fn synced_data_workload(seed: u64, faults: FaultConfig, steps: usize) -> SimVfs 
 fn every_fault_config() -> Vec<FaultConfig> {
     let mut configs = vec![FaultConfig::none(), FaultConfig::all()];
     configs.extend(
-        FaultKind::ALL
+        FaultKind::STANDARD
             .iter()
             .map(|&kind| FaultConfig::only(&[kind])),
     );
     configs.extend(
-        FaultKind::ALL
+        FaultKind::STANDARD
             .iter()
             .map(|&kind| FaultConfig::only(&[kind]).with(kind, 1.0)),
     );

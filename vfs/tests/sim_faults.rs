@@ -302,7 +302,7 @@ fn fault_config_display_parses_back() {
 #[test]
 fn fault_config_queries() {
     let all = FaultConfig::all();
-    for &kind in FaultKind::ALL {
+    for &kind in FaultKind::STANDARD {
         assert!(all.is_enabled(kind));
         assert!(all.weight(kind) > 0.0 && all.weight(kind) <= 1.0);
         assert!(!FaultConfig::none().is_enabled(kind));
@@ -331,7 +331,7 @@ fn swarm_draws_varied_subsets_deterministically() {
     let configs = draw(9);
     let subsets: BTreeSet<Vec<FaultKind>> = configs.iter().map(FaultConfig::enabled).collect();
     assert!(subsets.len() > 15, "swarm should vary the subset");
-    for &kind in FaultKind::ALL {
+    for &kind in FaultKind::STANDARD {
         assert!(
             configs.iter().any(|config| config.is_enabled(kind)),
             "{kind} never enabled in 20 draws"
@@ -434,4 +434,48 @@ fn sim_vfs_is_a_cheap_shared_handle() {
     std::thread::spawn(move || shared.list_dir(Path::new("/")).unwrap())
         .join()
         .unwrap();
+}
+
+#[test]
+fn read_error_fails_reads_and_opens_and_changes_nothing() {
+    let vfs = SimVfs::new(3);
+    vfs.create_dir_all(Path::new("/d")).unwrap();
+    let file = vfs.open(Path::new("/d/f"), OpenMode::CreateNew).unwrap();
+    file.write_at(b"durable bytes", 0).unwrap();
+    file.sync_data().unwrap();
+    vfs.set_faults(FaultConfig::none().with(FaultKind::ReadError, 1.0));
+    let mut buf = [0u8; 13];
+    let error = file.read_at(&mut buf, 0).unwrap_err();
+    assert_eq!(injected_fault(&error), Some(FaultKind::ReadError));
+    let error = vfs.open(Path::new("/d/f"), OpenMode::ReadOnly).unwrap_err();
+    assert_eq!(injected_fault(&error), Some(FaultKind::ReadError));
+    // A missing file is still missing, and a create is no read.
+    let missing = vfs.open(Path::new("/d/g"), OpenMode::ReadOnly).unwrap_err();
+    assert_eq!(missing.kind(), std::io::ErrorKind::NotFound);
+    assert!(vfs.open(Path::new("/d/h"), OpenMode::CreateNew).is_ok());
+    assert_eq!(vfs.fault_counts().get(&FaultKind::ReadError), Some(&2));
+    assert!(vfs.damage().is_empty(), "a read error damages nothing");
+    vfs.set_faults(FaultConfig::none());
+    file.read_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf, b"durable bytes");
+}
+
+#[test]
+fn read_error_is_opt_in_and_leaves_the_standard_draws_alone() {
+    assert!(!FaultConfig::all().is_enabled(FaultKind::ReadError));
+    let mut opted_in = 0;
+    for seed in 0..64 {
+        let mut standard = ChaCha8Rng::seed_from_u64(seed);
+        let mut opt_in = ChaCha8Rng::seed_from_u64(seed);
+        let swarm = FaultConfig::swarm(&mut standard);
+        let with = FaultConfig::swarm_opt_in(&mut opt_in);
+        assert!(!swarm.is_enabled(FaultKind::ReadError), "seed {seed}");
+        assert_eq!(
+            with.clone().with(FaultKind::ReadError, 0.0),
+            swarm,
+            "seed {seed}"
+        );
+        opted_in += usize::from(with.is_enabled(FaultKind::ReadError));
+    }
+    assert!(opted_in > 10 && opted_in < 54, "{opted_in} of 64 opted in");
 }

@@ -59,11 +59,42 @@ pub enum FaultKind {
     /// Advisory: the simulator's chance per operation to crash. `SimVfs`
     /// counts every power loss under this kind but never crashes by itself.
     Crash,
+    /// Each `read_at`, and each `open` of an existing file (read-only or
+    /// read-write), fails with EIO with this probability, before it reads
+    /// or opens anything; the disk is unchanged and a retry may succeed (a
+    /// failing sector, a flaky cable). Opt-in: [`FaultConfig::all`] and
+    /// [`FaultConfig::swarm`] leave it off, so that configurations drawn
+    /// before it existed draw the same; [`FaultConfig::swarm_opt_in`]
+    /// draws it too.
+    ReadError,
 }
 
 impl FaultKind {
     /// Every kind, in the order `Display` of [`FaultConfig`] lists them.
     pub const ALL: &'static [FaultKind] = &[
+        FaultKind::LostUnsyncedPages,
+        FaultKind::TornWrite,
+        FaultKind::LostDirEntry,
+        FaultKind::UnsyncedSizeChange,
+        FaultKind::BitFlipAtRest,
+        FaultKind::BitFlipOnRead,
+        FaultKind::FailedFsync,
+        FaultKind::ShortWrite,
+        FaultKind::NoSpace,
+        FaultKind::MisdirectedWrite,
+        FaultKind::Crash,
+        FaultKind::ReadError,
+    ];
+
+    /// The kinds a caller must ask for by name (or through
+    /// [`FaultConfig::swarm_opt_in`]): every other kind is in
+    /// [`FaultKind::STANDARD`].
+    pub const OPT_IN: &'static [FaultKind] = &[FaultKind::ReadError];
+
+    /// Every kind but the opt-in ones: what [`FaultConfig::all`] enables
+    /// and [`FaultConfig::swarm`] draws, in this order (which fixes the
+    /// draws, and so every existing seed's configuration).
+    pub const STANDARD: &'static [FaultKind] = &[
         FaultKind::LostUnsyncedPages,
         FaultKind::TornWrite,
         FaultKind::LostDirEntry,
@@ -94,6 +125,7 @@ impl FaultKind {
             FaultKind::NoSpace => "no-space",
             FaultKind::MisdirectedWrite => "misdirected-write",
             FaultKind::Crash => "crash",
+            FaultKind::ReadError => "read-error",
         }
     }
 
@@ -113,6 +145,7 @@ impl FaultKind {
             FaultKind::NoSpace => 0.005,
             FaultKind::MisdirectedWrite => 0.001,
             FaultKind::Crash => 0.01,
+            FaultKind::ReadError => 0.002,
         }
     }
 
@@ -143,7 +176,7 @@ impl FaultKind {
             | FaultKind::ShortWrite
             | FaultKind::NoSpace
             | FaultKind::Crash => PER_OPERATION,
-            FaultKind::BitFlipOnRead => RARE,
+            FaultKind::BitFlipOnRead | FaultKind::ReadError => RARE,
             FaultKind::MisdirectedWrite => ONCE,
         }
     }
@@ -210,9 +243,10 @@ impl FaultConfig {
         FaultConfig::default()
     }
 
-    /// Every fault on at its [`FaultKind::default_weight`].
+    /// Every fault on at its [`FaultKind::default_weight`], except the
+    /// opt-in ones ([`FaultKind::OPT_IN`]).
     pub fn all() -> FaultConfig {
-        FaultConfig::only(FaultKind::ALL)
+        FaultConfig::only(FaultKind::STANDARD)
     }
 
     /// Exactly `kinds` on, each at its default weight.
@@ -227,9 +261,27 @@ impl FaultConfig {
     /// Swarm testing: each kind is on with probability 1/2, at a weight
     /// drawn from a spread that suits the kind. Uses only integer draws, so
     /// the same RNG state gives the same configuration on every machine.
+    /// The opt-in kinds stay off ([`FaultConfig::swarm_opt_in`] draws
+    /// them too).
     pub fn swarm(rng: &mut impl Rng) -> FaultConfig {
         let mut config = FaultConfig::none();
-        for &kind in FaultKind::ALL {
+        for &kind in FaultKind::STANDARD {
+            let on = rng.random_range(0..2u32) == 1;
+            let choices = kind.swarm_weights();
+            let weight = choices[rng.random_range(0..choices.len())];
+            if on {
+                config.set(kind, weight);
+            }
+        }
+        config
+    }
+
+    /// [`FaultConfig::swarm`], then each opt-in kind drawn the same way:
+    /// the standard kinds get exactly the weights `swarm` gives them from
+    /// the same RNG state.
+    pub fn swarm_opt_in(rng: &mut impl Rng) -> FaultConfig {
+        let mut config = FaultConfig::swarm(rng);
+        for &kind in FaultKind::OPT_IN {
             let on = rng.random_range(0..2u32) == 1;
             let choices = kind.swarm_weights();
             let weight = choices[rng.random_range(0..choices.len())];

@@ -102,6 +102,13 @@
 //!   lifetime, a whole `write_at` lands at another 512-aligned offset inside
 //!   the file and returns `Ok`; the file's size grows as if it had landed
 //!   right. Listed in [`SimVfs::damage`].
+//! - [`FaultKind::ReadError`] (w, opt-in): a `read_at`, or an `open` of an
+//!   existing file without `CreateNew`, fails with EIO before it reads or
+//!   opens anything; nothing changes, and a retry may succeed. Logged with
+//!   the read's range (or the path of the open); never listed in
+//!   [`SimVfs::damage`]. Off in [`FaultConfig::all`] and
+//!   [`FaultConfig::swarm`] (so that existing seeds draw what they drew);
+//!   [`FaultConfig::swarm_opt_in`] and a configuration naming it turn it on.
 //! - [`FaultKind::BitFlipAtRest`]: only through
 //!   [`SimVfs::flip_bit_at_rest`] and [`SimVfs::flip_random_bit_at_rest`]
 //!   (a simulator calls them between runs); flips durable bytes, and the

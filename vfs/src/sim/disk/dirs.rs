@@ -12,7 +12,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use super::{Call, Disk, eio, error, not_found};
-use crate::sim::fault::FaultKind;
+use crate::sim::fault::{FaultKind, injected};
 use crate::sim::fault_log::FaultEvent;
 use crate::sim::file::{FileData, FileNode};
 use crate::sim::trace::{TraceKind, path_hash};
@@ -96,7 +96,20 @@ impl Disk {
                 let call = Call::on_path(kind, "create", &path);
                 self.counted(call, |disk, _| disk.create_file("create", &path))?
             }
-            OpenMode::ReadOnly | OpenMode::ReadWrite => self.existing_file(&path),
+            OpenMode::ReadOnly | OpenMode::ReadWrite => {
+                let found = self.existing_file(&path);
+                if found.is_ok() && self.fires(FaultKind::ReadError) {
+                    let event = FaultEvent::touching(FaultKind::ReadError, 0, 0);
+                    self.fault_on_path(event, &path);
+                    Err(injected(
+                        io::ErrorKind::Other,
+                        FaultKind::ReadError,
+                        format!("open of {}: EIO", path.display()),
+                    ))
+                } else {
+                    found
+                }
+            }
         };
         self.trace_call(call, result.is_ok());
         result

@@ -29,6 +29,22 @@ impl Disk {
             buf.len() as u64,
         );
         self.check_handle(call, handle)?;
+        if self.fires(FaultKind::ReadError) {
+            let event = FaultEvent {
+                read: Some((offset, buf.len() as u64)),
+                ..FaultEvent::touching(FaultKind::ReadError, offset, 0)
+            };
+            self.fault_on_file(event, handle.node);
+            self.record_file(TraceKind::Read, handle.node, offset, 0, false);
+            return Err(injected(
+                io::ErrorKind::Other,
+                FaultKind::ReadError,
+                format!(
+                    "read of {} at offset {offset}: EIO",
+                    handle.node.path().display()
+                ),
+            ));
+        }
         let count = handle.node.lock().read(buf, offset);
         if count > 0 && self.fires(FaultKind::BitFlipOnRead) {
             let bit = self.below(count as u64 * 8);

@@ -1,0 +1,73 @@
+"""Regenerates the planted bugs of durlog-raft (and durlog-raft-sim's
+harness) from the exact substitutions below: each plants one violation of
+openraft's storage contract. Run from anywhere:
+python3 raft/sim/plants/generate.py. When an `old` string no longer
+exists, update it to the current code (the script says which)."""
+import difflib, os, sys
+
+root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+out = os.path.join(root, "raft/sim/plants")
+STORE = "raft/src/store.rs"
+P = [
+("01-flush-before-sync", "The flush callback called before the entries are written and synced (written at the next call instead)", [
+ (STORE, "    disk_work: DiskWork,\n    /// See [`LogStore::with_leader_restore`].",
+         "    disk_work: DiskWork,\n    deferred: Vec<C::Entry>,\n    /// See [`LogStore::with_leader_restore`]."),
+ (STORE, "            disk_work: DiskWork::default(),\n", "            disk_work: DiskWork::default(),\n            deferred: Vec::new(),\n"),
+ (STORE, "        let entries: Vec<C::Entry> = entries.into_iter().collect();\n        self.append_durably(entries)\n            .await\n            .map_err(|error| storage_error(error, StorageIOError::write_logs))?;\n        // Every entry is synced: only now may openraft count it as flushed.\n        callback.log_io_completed(Ok(()));",
+         "        let entries: Vec<C::Entry> = entries.into_iter().collect();\n        callback.log_io_completed(Ok(()));\n        let earlier = std::mem::replace(&mut self.deferred, entries);\n        self.append_durably(earlier)\n            .await\n            .map_err(|error| storage_error(error, StorageIOError::write_logs))?;"),
+ (STORE, "    async fn truncate(&mut self, log_id: LogId<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {\n",
+         "    async fn truncate(&mut self, log_id: LogId<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {\n        let earlier = std::mem::take(&mut self.deferred);\n        self.append_durably(earlier)\n            .await\n            .map_err(|error| storage_error(error, StorageIOError::write_logs))?;\n"),
+ (STORE, "    async fn purge(&mut self, log_id: LogId<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {\n",
+         "    async fn purge(&mut self, log_id: LogId<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {\n        let earlier = std::mem::take(&mut self.deferred);\n        self.append_durably(earlier)\n            .await\n            .map_err(|error| storage_error(error, StorageIOError::write_logs))?;\n"),
+]),
+("02-vote-not-durable", "save_vote returns before the vote is durable (raft.meta neither synced nor its rename)", [
+ ("raft/src/meta.rs", "        file.write_at(&bytes, 0)?;\n        file.sync_data()?;\n        drop(file);\n        self.vfs.rename(&temp, &self.dir.join(META_FILE_NAME))?;\n        self.vfs.sync_dir(&self.dir)?;",
+                      "        file.write_at(&bytes, 0)?;\n        drop(file);\n        self.vfs.rename(&temp, &self.dir.join(META_FILE_NAME))?;"),
+]),
+("03-truncation-not-durable", "A truncation that returns before it is durable (its records removed at the next append)", [
+ (STORE, "pub(crate) struct Shared<NID: openraft::NodeId> {\n    pub log: Log,\n    pub view: RwLock<View<NID>>,\n}",
+         "pub(crate) struct Shared<NID: openraft::NodeId> {\n    pub log: Log,\n    pub view: RwLock<View<NID>>,\n    pub pending_truncate: Mutex<Option<u64>>,\n}"),
+ (STORE, "            shared: Arc::new(Shared {\n                log,\n                view: RwLock::new(view),\n            }),",
+         "            shared: Arc::new(Shared {\n                log,\n                view: RwLock::new(view),\n                pending_truncate: Mutex::new(None),\n            }),"),
+ (STORE, "            shared.log.truncate_after(kept_seq)?;\n            view.last_log_id = last_entry::<C>(&shared.log, &view)?.or(view.last_purged.clone());",
+         "            *lock(&shared.pending_truncate) = Some(kept_seq);\n            view.last_log_id = if index > view.first_index() {\n                read_entries::<C>(&shared.log, view.anchor, index - 1, 1)?\n                    .last()\n                    .map(|entry| entry.get_log_id().clone())\n            } else {\n                None\n            }\n            .or(view.last_purged.clone());"),
+ (STORE, "        let after_purged = read(&self.shared.view).after_purged();\n        entries.retain",
+         "        if let Some(kept_seq) = lock(&self.shared.pending_truncate).take() {\n            self.shared.log.truncate_after(kept_seq)?;\n        }\n        let after_purged = read(&self.shared.view).after_purged();\n        entries.retain"),
+]),
+("04-purge-past-snapshot", "A purge past what the snapshot covers (every entry up to the last one)", [
+ (STORE, "            let mut meta = lock(&meta);\n            let purged_index",
+         "            let log_id = read(&shared.view)\n                .last_log_id\n                .clone()\n                .filter(|last| last.index > log_id.index)\n                .unwrap_or(log_id);\n            let mut meta = lock(&meta);\n            let purged_index"),
+]),
+("05-read-beyond-last", "A reader that reads one index past the last log id", [
+ ("raft/src/reader.rs", "        let end = end.min(view.end_index());", "        let end = end.min(view.end_index() + 1);"),
+]),
+("06-meta-believed-from-cache", "raft.meta believed as the page cache holds it, not made durable first (the bug the simulator found, reverted)", [
+ ("raft/src/meta.rs", "                file.sync_data()?;\n                vfs.sync_dir(dir)?;\n                body", "                body"),
+]),
+("07-log-state-forgets-purge", "After a restart, a log emptied by a purge reports no last log id (openraft's contract: the last purged id)", [
+ (STORE, "    view.last_log_id = last_entry::<C>(log, &view)?.or(view.last_purged.clone());\n    if !view.is_empty()",
+         "    view.last_log_id = last_entry::<C>(log, &view)?;\n    if !view.is_empty()"),
+]),
+]
+
+def main():
+    status = 0
+    for name, title, subs in P:
+        originals, changed = {}, {}
+        for path, old, new in subs:
+            text = changed.get(path) or open(os.path.join(root, path)).read()
+            originals.setdefault(path, text)
+            if text.count(old) != 1:
+                print(f"{name}: {path}: the old text is not there exactly once; update it", file=sys.stderr)
+                status = 1
+                break
+            changed[path] = text.replace(old, new)
+        else:
+            lines = [f"{title}\n", "\n"]
+            for path in sorted(changed):
+                lines += difflib.unified_diff(originals[path].splitlines(True), changed[path].splitlines(True), "a/" + path, "b/" + path)
+            with open(os.path.join(out, name + ".patch"), "w") as patch:
+                patch.writelines(lines)
+    sys.exit(status)
+
+main()

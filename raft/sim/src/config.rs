@@ -1,0 +1,21 @@
+//! The type configuration of a simulated node: durlog-raft's events types
+//! on the simulator's runtime.
+
+use std::io::Cursor;
+
+use durlog_raft::events::{EventRequest, EventResponse};
+use openraft::{BasicNode, Entry};
+
+use crate::runtime::SimRuntime;
+
+openraft::declare_raft_types!(
+    /// durlog-raft's events, on simulated time.
+    pub SimConfig:
+        D = EventRequest,
+        R = EventResponse,
+        NodeId = u64,
+        Node = BasicNode,
+        Entry = Entry<SimConfig>,
+        SnapshotData = Cursor<Vec<u8>>,
+        AsyncRuntime = SimRuntime,
+);

@@ -1,0 +1,384 @@
+//! The executor: one thread, simulated time, tasks polled in a fixed order.
+//!
+//! Every task belongs to an [`Owner`]: the harness (clients, the network's
+//! wires) or one node. A task spawned from inside another inherits its
+//! owner, so everything a node's `Raft` spawns (core, state-machine worker,
+//! replication streams, vote requests) is that node's, and killing the
+//! node's process drops exactly those tasks, at once, as a process death
+//! would.
+//!
+//! Order is the only source of behaviour here, and it is fixed: woken
+//! tasks run first in, first out; a task woken twice before it runs is
+//! queued once; when nothing is ready the clock jumps to the earliest
+//! timer, and timers due at the same instant fire in the order they were
+//! set. Nothing reads the wall clock, no thread is started, and no tokio
+//! runtime runs (openraft's tokio channels need none).
+//!
+//! The executor lives in a thread-local while a run uses it
+//! ([`Executor::enter`]): openraft's `AsyncRuntime` is a set of static
+//! functions (`spawn`, `sleep`, `now`), which find it there.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// Who a task belongs to: 0 is the harness, `n` is node `n`.
+pub type Owner = u64;
+
+/// The harness's owner id.
+pub const HARNESS: Owner = 0;
+
+type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+struct Task {
+    owner: Owner,
+    future: BoxFuture,
+}
+
+/// Task ids woken and not yet run, in wake order. Behind a mutex only
+/// because a `Waker` must be `Send + Sync`; one thread ever touches it.
+#[derive(Default)]
+struct ReadyQueue {
+    order: VecDeque<u64>,
+    queued: BTreeSet<u64>,
+}
+
+struct TaskWaker {
+    id: u64,
+    ready: Arc<Mutex<ReadyQueue>>,
+}
+
+impl Wake for TaskWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        let mut ready = self.ready.lock().expect("ready queue");
+        if ready.queued.insert(self.id) {
+            ready.order.push_back(self.id);
+        }
+    }
+}
+
+pub(crate) struct Inner {
+    now_ns: Cell<u64>,
+    next_task: Cell<u64>,
+    tasks: RefCell<BTreeMap<u64, Task>>,
+    ready: Arc<Mutex<ReadyQueue>>,
+    /// (deadline, order set) -> the waker of the sleeping task, and its
+    /// owner.
+    timers: RefCell<BTreeMap<(u64, u64), (Waker, Owner)>>,
+    /// The owners of the timers fired, when a trace asks for them.
+    fired: RefCell<Option<Vec<Owner>>>,
+    next_timer: Cell<u64>,
+    current_owner: Cell<Owner>,
+    /// Each owner's generator (election timeouts), from the run's seed.
+    rngs: RefCell<BTreeMap<Owner, ChaCha8Rng>>,
+    rng_seed: u64,
+    polls: Cell<u64>,
+    timers_fired: Cell<u64>,
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Rc<Inner>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` on the executor entered on this thread.
+///
+/// # Panics
+/// Outside [`Executor::enter`]: openraft's runtime calls must come from a
+/// simulated run.
+pub(crate) fn with<T>(f: impl FnOnce(&Inner) -> T) -> T {
+    CURRENT.with(|current| {
+        let current = current.borrow();
+        let inner = current
+            .as_ref()
+            .expect("no durlog-raft-sim executor entered on this thread");
+        f(inner)
+    })
+}
+
+/// Like [`with`], but `None` outside a run (for destructors, which may run
+/// after the run ends).
+pub(crate) fn try_with<T>(f: impl FnOnce(&Inner) -> T) -> Option<T> {
+    CURRENT.with(|current| current.borrow().as_ref().map(|inner| f(inner)))
+}
+
+/// One simulated run's executor.
+pub struct Executor {
+    inner: Rc<Inner>,
+}
+
+/// Leaves the executor when dropped (see [`Executor::enter`]).
+pub struct Entered {
+    _private: (),
+}
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        let old = CURRENT.with(|current| current.borrow_mut().take());
+        // Dropped outside the borrow: the tasks' destructors may look for
+        // the executor, and find none.
+        drop(old);
+    }
+}
+
+impl Executor {
+    /// An executor at time 0 whose owners' generators derive from
+    /// `rng_seed`.
+    pub fn new(rng_seed: u64) -> Executor {
+        Executor {
+            inner: Rc::new(Inner {
+                now_ns: Cell::new(0),
+                next_task: Cell::new(1),
+                tasks: RefCell::new(BTreeMap::new()),
+                ready: Arc::default(),
+                timers: RefCell::new(BTreeMap::new()),
+                fired: RefCell::new(None),
+                next_timer: Cell::new(0),
+                current_owner: Cell::new(HARNESS),
+                rngs: RefCell::new(BTreeMap::new()),
+                rng_seed,
+                polls: Cell::new(0),
+                timers_fired: Cell::new(0),
+            }),
+        }
+    }
+
+    /// Makes this executor the thread's until the guard drops.
+    ///
+    /// # Panics
+    /// If another is entered: one run per thread at a time.
+    pub fn enter(&self) -> Entered {
+        CURRENT.with(|current| {
+            let mut current = current.borrow_mut();
+            assert!(current.is_none(), "an executor is already entered");
+            *current = Some(Rc::clone(&self.inner));
+        });
+        Entered { _private: () }
+    }
+
+    /// Simulated nanoseconds since the run began.
+    pub fn now_ns(&self) -> u64 {
+        self.inner.now_ns.get()
+    }
+
+    /// How many polls and timer firings so far.
+    pub fn counts(&self) -> (u64, u64) {
+        (self.inner.polls.get(), self.inner.timers_fired.get())
+    }
+
+    /// Spawns a task for `owner` from outside any task.
+    pub fn spawn_as<F>(&self, owner: Owner, future: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        self.inner.spawn_boxed(owner, Box::pin(future));
+    }
+
+    /// Polls the next ready task; returns its owner, or `None` if no task
+    /// is ready (the caller then checks, and moves the clock).
+    pub fn poll_one(&self) -> Option<Owner> {
+        let (id, mut task) = loop {
+            let id = {
+                let mut ready = self.inner.ready.lock().expect("ready queue");
+                let id = ready.order.pop_front()?;
+                ready.queued.remove(&id);
+                id
+            };
+            // A task killed (or finished) after it was woken is gone: the
+            // next one runs.
+            let task = self.inner.tasks.borrow_mut().remove(&id);
+            if let Some(task) = task {
+                break (id, task);
+            }
+        };
+        let waker = Waker::from(Arc::new(TaskWaker {
+            id,
+            ready: Arc::clone(&self.inner.ready),
+        }));
+        let previous = self.inner.current_owner.replace(task.owner);
+        self.inner.polls.set(self.inner.polls.get() + 1);
+        let poll = task.future.as_mut().poll(&mut Context::from_waker(&waker));
+        self.inner.current_owner.set(previous);
+        let owner = task.owner;
+        if poll.is_pending() {
+            self.inner.tasks.borrow_mut().insert(id, task);
+        }
+        Some(owner)
+    }
+
+    /// Moves the clock to the earliest timer due at or before `limit_ns`
+    /// and fires every timer due then; if none is due by `limit_ns`, moves
+    /// the clock to `limit_ns` and returns false.
+    pub fn advance(&self, limit_ns: u64) -> bool {
+        let mut timers = self.inner.timers.borrow_mut();
+        let Some((&(deadline, _), _)) = timers.first_key_value() else {
+            self.inner.now_ns.set(limit_ns.max(self.inner.now_ns.get()));
+            return false;
+        };
+        if deadline > limit_ns {
+            self.inner.now_ns.set(limit_ns.max(self.inner.now_ns.get()));
+            return false;
+        }
+        self.inner.now_ns.set(deadline.max(self.inner.now_ns.get()));
+        let mut due = Vec::new();
+        while let Some(entry) = timers.first_entry() {
+            if entry.key().0 > deadline {
+                break;
+            }
+            due.push(entry.remove());
+        }
+        drop(timers);
+        self.inner
+            .timers_fired
+            .set(self.inner.timers_fired.get() + due.len() as u64);
+        if let Some(fired) = self.inner.fired.borrow_mut().as_mut() {
+            fired.extend(due.iter().map(|(_, owner)| *owner));
+        }
+        for (waker, _) in due {
+            waker.wake();
+        }
+        true
+    }
+
+    /// From now on, remembers whose timers fire (for a trace).
+    pub fn record_timers(&self) {
+        *self.inner.fired.borrow_mut() = Some(Vec::new());
+    }
+
+    /// The owners whose timers fired since the last call (empty unless
+    /// `record_timers`), in firing order.
+    pub fn take_fired(&self) -> Vec<Owner> {
+        self.inner
+            .fired
+            .borrow_mut()
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    /// True if some task is ready to run now.
+    pub fn has_ready(&self) -> bool {
+        !self
+            .inner
+            .ready
+            .lock()
+            .expect("ready queue")
+            .order
+            .is_empty()
+    }
+
+    /// Drops every task of `owner` now (its process died). Their
+    /// destructors run after the task table is released, so that they may
+    /// wake or spawn.
+    pub fn kill(&self, owner: Owner) -> usize {
+        let killed: Vec<Task> = {
+            let mut tasks = self.inner.tasks.borrow_mut();
+            let ids: Vec<u64> = tasks
+                .iter()
+                .filter(|(_, task)| task.owner == owner)
+                .map(|(&id, _)| id)
+                .collect();
+            ids.iter().filter_map(|id| tasks.remove(id)).collect()
+        };
+        let count = killed.len();
+        drop(killed);
+        count
+    }
+
+    /// How many tasks `owner` has.
+    pub fn task_count(&self, owner: Owner) -> usize {
+        let tasks = self.inner.tasks.borrow();
+        tasks.values().filter(|task| task.owner == owner).count()
+    }
+
+    /// Drops every task (the end of a run), destructors outside the table.
+    pub fn clear(&self) {
+        let all = std::mem::take(&mut *self.inner.tasks.borrow_mut());
+        drop(all);
+        self.inner.timers.borrow_mut().clear();
+    }
+}
+
+impl Inner {
+    pub(crate) fn now_ns(&self) -> u64 {
+        self.now_ns.get()
+    }
+
+    pub(crate) fn current_owner(&self) -> Owner {
+        self.current_owner.get()
+    }
+
+    pub(crate) fn spawn_boxed(&self, owner: Owner, future: BoxFuture) {
+        let id = self.next_task.get();
+        self.next_task.set(id + 1);
+        self.tasks.borrow_mut().insert(id, Task { owner, future });
+        let mut ready = self.ready.lock().expect("ready queue");
+        ready.queued.insert(id);
+        ready.order.push_back(id);
+    }
+
+    /// Registers (or re-registers) a timer; returns its key.
+    pub(crate) fn set_timer(
+        &self,
+        key: Option<(u64, u64)>,
+        deadline_ns: u64,
+        waker: &Waker,
+    ) -> (u64, u64) {
+        let mut timers = self.timers.borrow_mut();
+        if let Some(key) = key
+            && let Some((existing, _)) = timers.get_mut(&key)
+        {
+            existing.clone_from(waker);
+            return key;
+        }
+        let order = self.next_timer.get();
+        self.next_timer.set(order + 1);
+        let key = (deadline_ns, order);
+        timers.insert(key, (waker.clone(), self.current_owner.get()));
+        key
+    }
+
+    pub(crate) fn cancel_timer(&self, key: (u64, u64)) {
+        self.timers.borrow_mut().remove(&key);
+    }
+
+    /// The next 64 random bits of the running task's owner.
+    pub(crate) fn next_u64(&self) -> u64 {
+        let owner = self.current_owner.get();
+        let mut rngs = self.rngs.borrow_mut();
+        let rng = rngs.entry(owner).or_insert_with(|| {
+            ChaCha8Rng::seed_from_u64(self.rng_seed ^ owner.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+        });
+        rng.next_u64()
+    }
+}
+
+/// Gives `Poll::Pending` once, after waking itself: lets other ready
+/// tasks run first.
+#[derive(Debug, Default)]
+pub struct YieldNow {
+    yielded: bool,
+}
+
+impl Future for YieldNow {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.yielded {
+            return Poll::Ready(());
+        }
+        self.yielded = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}

@@ -1,0 +1,388 @@
+//! The plan's actions on the cluster, node starts, and the checks after
+//! each instant.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use openraft::{BasicNode, ChangeMembers, ServerState};
+
+use super::{Cluster, Later};
+use crate::check::Violation;
+use crate::exec::HARNESS;
+use crate::node::{StartError, Status};
+use crate::plan::{Action, Cut};
+
+impl Cluster<'_> {
+    /// Opens node `id`'s store and boots it; a refused Open leaves it down
+    /// for good (counted); a power loss during recovery is a power loss.
+    pub(super) fn start(&mut self, id: u64) -> Result<(), Violation> {
+        let node = self.nodes.get_mut(&id).expect("node");
+        {
+            // What the last incarnation did in its last poll is checked
+            // before the probe starts anew.
+            let mut probe = node.probe.lock();
+            if self.excused.is_none() {
+                self.checker.appended(id, &mut probe)?;
+                self.checker.applied(id, &mut probe)?;
+            }
+            probe.new_entries.clear();
+            probe.machine.clear();
+            self.errors_seen.insert(id, probe.storage_errors);
+        }
+        let mut claims = std::mem::take(&mut node.probe.lock().claims);
+        // A truncation under way when the process died may be done (whole),
+        // or not at all.
+        let mut removed = std::mem::take(&mut node.probe.lock().removed);
+        if let Some(from) = node.probe.lock().truncating.take() {
+            claims.split_off(&from);
+            removed.split_off(&from);
+        }
+        let vote = node.probe.lock().vote;
+        let first_boot = node.boots == 0;
+        let started = node.start(&self.exec, &self.net, &self.config);
+        self.disk_lines(id);
+        let node = self.nodes.get_mut(&id).expect("node");
+        match started {
+            Ok(()) => {}
+            Err(StartError::Io(why) | StartError::Refused(why)) if node.vfs.is_halted() => {
+                node.probe.lock().claims = claims;
+                self.trace
+                    .note(id, format!("power lost during recovery: {why}"));
+                self.tally.bump("power-loss-in-recovery");
+                self.power_lost(id);
+                return Ok(());
+            }
+            Err(StartError::Io(why)) => {
+                node.probe.lock().claims = claims;
+                self.trace
+                    .note(id, format!("Open failed: {why}; retries in 100 ms"));
+                self.tally.bump("open-failed-io");
+                self.schedule(100, Later::Restart(id));
+                return Ok(());
+            }
+            Err(StartError::Refused(why)) => {
+                self.trace.note(id, format!("Open refused: {why}"));
+                self.tally.bump("open-refused");
+                let node = self.nodes.get_mut(&id).expect("node");
+                node.status = Status::Refused(why);
+                return Ok(());
+            }
+        }
+        self.trace.note(id, "up");
+        let node = &self.nodes[&id];
+        let state = node.machine.as_ref().expect("started").applied();
+        if !first_boot && self.excused.is_none() {
+            let probe = node.probe.lock();
+            let checked = self
+                .checker
+                .restarted(id, &probe, &claims, &removed, vote, &state);
+            drop(probe);
+            if let Err(violation) = checked {
+                return self.amnesia(id, violation);
+            }
+        }
+        Ok(())
+    }
+
+    /// A restarted node lost what it claimed durable. Only a fault that
+    /// damaged durable bytes on its disk (a bit flipped at rest, a
+    /// misdirected write) can excuse that: durlog truncates damage confined
+    /// to the last record (FORMAT.md, "What stays ambiguous"). Raft's model
+    /// assumes stable storage, so from then on the node's amnesia excuses
+    /// every violation, and the excuse names the fault.
+    fn amnesia(&mut self, id: u64, violation: Violation) -> Result<(), Violation> {
+        let damage = self.nodes[&id].vfs.damage();
+        let Some(fault) = damage.first() else {
+            return Err(violation);
+        };
+        let excuse = format!(
+            "node {id}'s disk lost acknowledged data to {fault} (outside Raft's model: stable \
+             storage): {violation}"
+        );
+        self.trace.note(id, format!("excused: {excuse}"));
+        self.tally.bump("excused-amnesia");
+        self.excused.get_or_insert(excuse);
+        Ok(())
+    }
+
+    /// Node 1 initializes the cluster with every voter.
+    pub(super) fn initialize(&mut self) -> Result<(), Violation> {
+        let members: BTreeMap<u64, BasicNode> = self
+            .voters
+            .iter()
+            .map(|&id| (id, BasicNode::default()))
+            .collect();
+        // The operator retries on whichever voter is up until one takes it
+        // (a voter's store may fail at its first write).
+        let Some(raft) = self
+            .voters
+            .iter()
+            .find_map(|id| self.nodes[id].raft().cloned())
+        else {
+            return Ok(());
+        };
+        let initialized = self.initialized.clone();
+        self.exec.spawn_as(HARNESS, async move {
+            let done = match raft.initialize(members).await {
+                Ok(()) => true,
+                // NotAllowed: some node holds a membership already.
+                Err(openraft::error::RaftError::APIError(_)) => true,
+                Err(_) => false,
+            };
+            if done {
+                initialized.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        });
+        Ok(())
+    }
+
+    /// Every per-instant check (see `check.rs`); once a node's amnesia is
+    /// excused, only the liveness phase still counts.
+    pub(super) fn check(&mut self) -> Result<(), Violation> {
+        if self.excused.is_some() {
+            return Ok(());
+        }
+        let mut stopped = Vec::new();
+        for (&id, node) in &self.nodes {
+            let Some(raft) = node.raft() else { continue };
+            let mut probe = node.probe.lock();
+            self.checker.appended(id, &mut probe)?;
+            self.checker.applied(id, &mut probe)?;
+            let metrics = raft.metrics().borrow().clone();
+            if metrics.running_state.is_err() {
+                stopped.push(id);
+            }
+            let leading = metrics.state == ServerState::Leader;
+            let configs = metrics
+                .membership_config
+                .membership()
+                .get_joint_config()
+                .clone();
+            let grants = self.net.grants(metrics.current_term, id);
+            if leading
+                && self
+                    .checker
+                    .leader(id, metrics.current_term, &configs, &grants, &probe)?
+            {
+                // Entries of earlier terms past everything known committed:
+                // the new leader must commit or replace them.
+                let committed = self.checker.model.committed.keys().next_back().copied();
+                let uncommitted_tail = probe
+                    .log
+                    .range(committed.map_or(0, |index| index + 1)..)
+                    .any(|(_, key)| key.log_id.leader_id.term < metrics.current_term);
+                self.tally.bump("elections");
+                if self.checker.leaders.len() > 1 {
+                    self.tally.bump("leader-changes");
+                    if uncommitted_tail {
+                        self.tally.bump("leader-change-with-uncommitted-tail");
+                    }
+                }
+                if self.trace.keeps_lines() {
+                    self.trace
+                        .note(id, format!("leads in term {}", metrics.current_term));
+                }
+            }
+        }
+        for id in stopped {
+            // openraft stopped the node (a store or state-machine error it
+            // cannot go on from): the process exits, a supervisor restarts
+            // it.
+            self.tally.bump("storage-errors");
+            self.trace
+                .note(id, "openraft stopped: process exits, restarts in 20 ms");
+            let node = self.nodes.get_mut(&id).expect("node");
+            node.kill(&self.exec, &self.net);
+            self.schedule(20, Later::Restart(id));
+        }
+        Ok(())
+    }
+
+    /// The node the harness believes leads (the highest term's).
+    pub(super) fn leader(&self) -> Option<u64> {
+        self.nodes
+            .iter()
+            .filter_map(|(&id, node)| {
+                let metrics = node.raft()?.metrics().borrow().clone();
+                (metrics.state == ServerState::Leader).then_some((metrics.current_term, id))
+            })
+            .max()
+            .map(|(_, id)| id)
+    }
+
+    pub(super) fn act(&mut self, action: &Action) -> Result<(), Violation> {
+        if let Some(node) = action.node()
+            && !self.nodes.contains_key(&node)
+        {
+            return Ok(());
+        }
+        if self.trace.keeps_lines() {
+            self.trace.note(0, format!("action {action:?}"));
+        }
+        match action {
+            Action::Write {
+                client,
+                stream,
+                expect,
+                via,
+            } => {
+                self.write(*client, *stream, *expect, *via);
+            }
+            Action::Read { client, stream } => self.read(*client, *stream),
+            Action::Elect { node } => self.trigger(*node, |raft| async move {
+                let _ = raft.trigger().elect().await;
+            }),
+            Action::Snapshot { node } => self.trigger(*node, |raft| async move {
+                let _ = raft.trigger().snapshot().await;
+            }),
+            Action::Purge { node } => {
+                let upto = self.nodes[node]
+                    .raft()
+                    .and_then(|raft| raft.metrics().borrow().snapshot)
+                    .map(|id| id.index);
+                if let Some(upto) = upto {
+                    self.trigger(*node, move |raft| async move {
+                        let _ = raft.trigger().purge_log(upto).await;
+                    });
+                }
+            }
+            Action::Partition { cut, heal_ms } => self.partition(cut, *heal_ms),
+            Action::Kill { node, down_ms } => {
+                if self.nodes[node].is_up() {
+                    self.tally.bump("kills");
+                    self.trace
+                        .note(*node, format!("killed; restarts in {down_ms} ms"));
+                    let target = self.nodes.get_mut(node).expect("node");
+                    target.kill(&self.exec, &self.net);
+                    self.schedule(*down_ms, Later::Restart(*node));
+                }
+            }
+            Action::PowerLoss {
+                node,
+                after_ops,
+                down_ms,
+            } => {
+                if self.nodes[node].is_up() && !self.armed.contains_key(node) {
+                    self.armed.insert(*node, *down_ms);
+                    self.nodes[node].vfs.crash_after_ops(*after_ops);
+                }
+            }
+            Action::BitRot { node } => self.bit_rot(*node),
+            Action::AddLearner { node } => self.add_learner(*node)?,
+            Action::Promote { node } => self.promote(*node),
+            Action::RemoveVoter { node } => self.remove_voter(*node),
+        }
+        Ok(())
+    }
+
+    fn trigger<F, Fut>(&mut self, node: u64, call: F)
+    where
+        F: FnOnce(openraft::Raft<crate::config::SimConfig>) -> Fut,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        if let Some(raft) = self.nodes[&node].raft() {
+            self.exec.spawn_as(HARNESS, call(raft.clone()));
+        }
+    }
+
+    fn partition(&mut self, cut: &Cut, heal_ms: u64) {
+        let all: Vec<u64> = self.plan.node_ids().collect();
+        let links: Vec<(u64, u64)> = match cut {
+            Cut::Split(set) => {
+                let inside: BTreeSet<u64> = set.iter().copied().collect();
+                let mut links = Vec::new();
+                for &a in &all {
+                    for &b in &all {
+                        if inside.contains(&a) != inside.contains(&b) {
+                            links.push((a, b));
+                        }
+                    }
+                }
+                links
+            }
+            Cut::OneWay { from, to } if from != to => vec![(*from, *to)],
+            Cut::OneWay { .. } => Vec::new(),
+            Cut::IsolateLeader => match self.leader() {
+                Some(leader) => all
+                    .iter()
+                    .filter(|&&other| other != leader)
+                    .flat_map(|&other| [(leader, other), (other, leader)])
+                    .collect(),
+                None => Vec::new(),
+            },
+        };
+        if links.is_empty() {
+            return;
+        }
+        self.tally.bump("partitions");
+        self.trace
+            .note(0, format!("cut {links:?} for {heal_ms} ms"));
+        for &(from, to) in &links {
+            self.net.cut(from, to);
+        }
+        self.schedule(heal_ms, Later::Heal(links));
+    }
+
+    fn bit_rot(&mut self, id: u64) {
+        let node = self.nodes.get_mut(&id).expect("node");
+        if !node.is_up() {
+            return;
+        }
+        node.kill(&self.exec, &self.net);
+        let damage = node.vfs.flip_random_bit_at_rest();
+        self.tally.bump("bit-rot");
+        self.trace.note(
+            id,
+            format!("bit flipped at rest: {damage:?}; restarts in 50 ms"),
+        );
+        self.schedule(50, Later::Restart(id));
+    }
+
+    fn add_learner(&mut self, id: u64) -> Result<(), Violation> {
+        let Some(leader) = self.leader() else {
+            return Ok(());
+        };
+        if self.voters.contains(&id) || self.learners.contains(&id) {
+            return Ok(());
+        }
+        if self.nodes[&id].boots == 0 {
+            self.start(id)?;
+        }
+        self.learners.push(id);
+        self.tally.bump("learners-added");
+        let raft = self.nodes[&leader].raft().expect("leader up").clone();
+        self.exec.spawn_as(HARNESS, async move {
+            let _ = raft.add_learner(id, BasicNode::default(), false).await;
+        });
+        Ok(())
+    }
+
+    fn promote(&mut self, id: u64) {
+        let Some(leader) = self.leader() else { return };
+        if !self.learners.contains(&id) {
+            return;
+        }
+        self.learners.retain(|&learner| learner != id);
+        self.voters.push(id);
+        self.tally.bump("learners-promoted");
+        let raft = self.nodes[&leader].raft().expect("leader up").clone();
+        self.exec.spawn_as(HARNESS, async move {
+            let change = ChangeMembers::AddVoterIds([id].into_iter().collect());
+            let _ = raft.change_membership(change, false).await;
+        });
+    }
+
+    fn remove_voter(&mut self, id: u64) {
+        let Some(leader) = self.leader() else { return };
+        // Three voters stay, so that one fault keeps a quorum.
+        if !self.voters.contains(&id) || self.voters.len() <= 3 {
+            return;
+        }
+        self.voters.retain(|&voter| voter != id);
+        self.tally.bump("voters-removed");
+        let raft = self.nodes[&leader].raft().expect("leader up").clone();
+        self.exec.spawn_as(HARNESS, async move {
+            let change = ChangeMembers::RemoveVoters([id].into_iter().collect());
+            let _ = raft.change_membership(change, false).await;
+        });
+    }
+}

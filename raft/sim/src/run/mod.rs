@@ -1,0 +1,404 @@
+//! A run: a plan executed on a fresh cluster, the checkers after every
+//! instant of simulated time, then the liveness phase. `run` returns the
+//! first violation (or none), the digest of everything observable and the
+//! run's tally.
+
+mod act;
+mod client;
+mod live;
+
+use std::collections::BTreeMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Mutex};
+
+use openraft::{Config, SnapshotPolicy};
+use serde::{Deserialize, Serialize};
+
+use crate::check::{Checker, Violation};
+use crate::exec::{Executor, HARNESS};
+use crate::history::History;
+use crate::net::Network;
+use crate::node::{Node, Status};
+use crate::plan::Plan;
+use crate::tally::Tally;
+use crate::trace::Trace;
+
+/// Polls within one instant beyond which the run is a livelock.
+const POLLS_PER_INSTANT_MAX: u64 = 2_000_000;
+const NS_PER_MS: u64 = 1_000_000;
+
+/// What a run gives.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Outcome {
+    pub violation: Option<String>,
+    /// The plan's action the run was at (the last one performed) when the
+    /// violation showed.
+    pub step: usize,
+    pub digest: u64,
+    pub tally: Tally,
+    /// Simulated time the run covered.
+    pub simulated_ns: u64,
+    /// The trace's lines (empty unless asked for).
+    #[serde(skip)]
+    pub trace: Vec<String>,
+}
+
+/// Something the harness does later: a restart, a heal.
+#[derive(Clone, Debug)]
+enum Later {
+    Restart(u64),
+    Heal(Vec<(u64, u64)>),
+}
+
+/// The cluster under simulation.
+pub(crate) struct Cluster<'p> {
+    plan: &'p Plan,
+    exec: Executor,
+    net: Network,
+    trace: Trace,
+    nodes: BTreeMap<u64, Node>,
+    config: Arc<Config>,
+    later: BTreeMap<(u64, u64), Later>,
+    later_seq: u64,
+    /// Power losses armed: node -> how long it stays down.
+    armed: BTreeMap<u64, u64>,
+    /// Store errors seen per node (a new one ends the process).
+    errors_seen: BTreeMap<u64, u64>,
+    history: History,
+    checker: Checker,
+    tally: Tally,
+    next_op: u64,
+    /// Voters and learners as the harness last asked for them.
+    voters: Vec<u64>,
+    learners: Vec<u64>,
+    /// The last version each client saw of each stream.
+    seen_versions: Arc<Mutex<BTreeMap<(u64, String), u64>>>,
+    faults_on: bool,
+    /// Set once a node's amnesia is excused (see `act.rs`).
+    excused: Option<String>,
+    /// Set once an `initialize` was taken (or refused as done already).
+    initialized: Arc<std::sync::atomic::AtomicBool>,
+    /// When the harness last asked for an `initialize`.
+    initialize_asked_ns: u64,
+    /// The index of the last action performed.
+    step: usize,
+}
+
+/// Runs `plan` (its actions where `keep` says, all if `None`); keeps the
+/// trace's lines if `trace`.
+pub fn run(plan: &Plan, keep: Option<&[bool]>, trace: bool) -> Outcome {
+    let traced = Trace::new(trace);
+    let exec = Executor::new(plan.seed ^ 0x005e_ed0f_e1ec_7104);
+    if trace {
+        exec.record_timers();
+    }
+    let entered = exec.enter();
+    let mut cluster = Cluster::new(plan, exec, traced.clone());
+    let result = catch_unwind(AssertUnwindSafe(|| cluster.run(keep)));
+    let violation = match result {
+        Ok(Ok(())) => None,
+        Ok(Err(violation)) => Some(violation),
+        Err(panic) => Some(format!("panic: {}", panic_text(&panic))),
+    };
+    let simulated_ns = cluster.exec.now_ns();
+    let outcome = cluster.finish(violation, simulated_ns);
+    drop(entered);
+    outcome
+}
+
+fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|text| (*text).to_owned()))
+        .unwrap_or_else(|| "(not a string)".to_owned())
+}
+
+fn raft_config(plan: &Plan) -> Arc<Config> {
+    let params = &plan.raft;
+    let config = Config {
+        cluster_name: "durlog-raft-sim".to_owned(),
+        heartbeat_interval: params.heartbeat_ms,
+        election_timeout_min: params.election_min_ms,
+        election_timeout_max: params.election_max_ms,
+        install_snapshot_timeout: params.election_min_ms * 2,
+        max_payload_entries: params.max_payload_entries,
+        replication_lag_threshold: params.replication_lag,
+        snapshot_policy: match params.snapshot_logs {
+            0 => SnapshotPolicy::Never,
+            logs => SnapshotPolicy::LogsSinceLast(logs),
+        },
+        snapshot_max_chunk_size: params.snapshot_chunk_bytes,
+        max_in_snapshot_log_to_keep: params.keep_logs,
+        purge_batch_size: params.purge_batch,
+        ..Config::default()
+    };
+    Arc::new(
+        config
+            .validate()
+            .expect("the plan's openraft settings are valid"),
+    )
+}
+
+impl<'p> Cluster<'p> {
+    fn new(plan: &'p Plan, exec: Executor, trace: Trace) -> Cluster<'p> {
+        let net = Network::new(plan.seed ^ 0x0e7_5eed, plan.net.clone(), trace.clone());
+        let nodes: BTreeMap<u64, Node> = plan
+            .node_ids()
+            .map(|id| {
+                let disk = &plan.disks[(id - 1) as usize];
+                (
+                    id,
+                    Node::new(id, disk.seed, disk.faults(), disk.segment_bytes),
+                )
+            })
+            .collect();
+        for node in nodes.values() {
+            node.vfs.set_trace_recording(trace.keeps_lines());
+        }
+        Cluster {
+            plan,
+            exec,
+            net,
+            trace,
+            nodes,
+            config: raft_config(plan),
+            later: BTreeMap::new(),
+            later_seq: 0,
+            armed: BTreeMap::new(),
+            errors_seen: BTreeMap::new(),
+            history: History::default(),
+            checker: Checker::default(),
+            tally: Tally::default(),
+            next_op: 1,
+            voters: (1..=plan.voters).collect(),
+            learners: Vec::new(),
+            seen_versions: Arc::default(),
+            faults_on: true,
+            excused: None,
+            initialized: Arc::default(),
+            initialize_asked_ns: 0,
+            step: 0,
+        }
+    }
+
+    fn run(&mut self, keep: Option<&[bool]>) -> Result<(), Violation> {
+        for id in 1..=self.plan.voters {
+            self.start(id)?;
+        }
+        self.initialize()?;
+        for (index, step) in self.plan.steps.iter().enumerate() {
+            let kept = keep.is_none_or(|keep| keep.get(index).copied().unwrap_or(true));
+            if !kept || !step.action.is_on(self.plan) {
+                continue;
+            }
+            self.run_until(step.at_ms * NS_PER_MS)?;
+            self.step = index;
+            self.act(&step.action)?;
+        }
+        self.run_until(self.plan.safety_ms * NS_PER_MS)?;
+        self.liveness()
+    }
+
+    /// Runs the cluster to `until_ns`, checking after every instant and
+    /// doing what is due (restarts, heals) at its instant.
+    fn run_until(&mut self, until_ns: u64) -> Result<(), Violation> {
+        loop {
+            self.drain()?;
+            self.check()?;
+            let now = self.exec.now_ns();
+            if !self.initialized.load(std::sync::atomic::Ordering::Relaxed)
+                && now >= self.initialize_asked_ns + 200 * NS_PER_MS
+            {
+                self.initialize_asked_ns = now;
+                self.initialize()?;
+            }
+            if let Some((&(at, seq), _)) = self.later.first_key_value()
+                && at <= now
+            {
+                let later = self.later.remove(&(at, seq)).expect("present");
+                self.do_later(later)?;
+                continue;
+            }
+            let next_later = self.later.keys().next().map_or(u64::MAX, |&(at, _)| at);
+            let limit = until_ns.min(next_later);
+            let advanced = self.exec.advance(limit);
+            for owner in self.exec.take_fired() {
+                let who = if owner == HARNESS {
+                    "cluster".to_owned()
+                } else {
+                    format!("n{owner}")
+                };
+                self.trace.plain_line(format!("{who}: timer fired"));
+            }
+            if !advanced && self.exec.now_ns() >= until_ns {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Polls every ready task of this instant; a node whose disk lost
+    /// power, or whose store failed, dies at once.
+    fn drain(&mut self) -> Result<(), Violation> {
+        let mut polls = 0;
+        while let Some(owner) = self.exec.poll_one() {
+            polls += 1;
+            if polls > POLLS_PER_INSTANT_MAX {
+                return Err(format!(
+                    "livelock: {polls} polls at {} ns without time passing",
+                    self.exec.now_ns()
+                ));
+            }
+            if owner != HARNESS {
+                self.after_poll(owner)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn after_poll(&mut self, id: u64) -> Result<(), Violation> {
+        let Some(node) = self.nodes.get(&id) else {
+            return Ok(());
+        };
+        self.disk_lines(id);
+        if node.vfs.is_halted() {
+            let op = node.probe.lock().last_failed_op.unwrap_or("other");
+            self.tally.bump(&format!("power-loss-in-{op}"));
+            self.power_lost(id);
+            return Ok(());
+        }
+        let errors = node.probe.lock().storage_errors;
+        let seen = self.errors_seen.entry(id).or_default();
+        if errors > *seen && node.is_up() {
+            *seen = errors;
+            // openraft stops a node whose store failed: the process exits
+            // and its supervisor restarts it.
+            self.tally.bump("storage-errors");
+            self.trace
+                .note(id, "store failed: process exits, restarts in 20 ms");
+            let node = self.nodes.get_mut(&id).expect("node");
+            node.kill(&self.exec, &self.net);
+            self.schedule(20, Later::Restart(id));
+        }
+        Ok(())
+    }
+
+    /// Moves what node `id`'s disk recorded into the trace's lines.
+    pub(crate) fn disk_lines(&self, id: u64) {
+        if !self.trace.keeps_lines() {
+            return;
+        }
+        let vfs = &self.nodes[&id].vfs;
+        for event in vfs.trace() {
+            self.trace.line(id, event);
+        }
+        vfs.clear_trace();
+    }
+
+    fn power_lost(&mut self, id: u64) {
+        let down_ms = self.armed.remove(&id).unwrap_or(100);
+        self.tally.bump("power-losses");
+        self.trace
+            .note(id, format!("power lost; restarts in {down_ms} ms"));
+        let node = self.nodes.get_mut(&id).expect("node");
+        node.power_off(&self.exec, &self.net);
+        self.schedule(down_ms, Later::Restart(id));
+    }
+
+    fn schedule(&mut self, after_ms: u64, later: Later) {
+        let at = self.exec.now_ns() + after_ms * NS_PER_MS;
+        self.later_seq += 1;
+        self.later.insert((at, self.later_seq), later);
+    }
+
+    fn do_later(&mut self, later: Later) -> Result<(), Violation> {
+        match later {
+            Later::Restart(id) => {
+                if !self.nodes[&id].is_up() && !matches!(self.nodes[&id].status, Status::Refused(_))
+                {
+                    self.tally.bump("restarts");
+                    self.start(id)?;
+                }
+            }
+            Later::Heal(links) => {
+                self.trace.note(0, format!("heal {links:?}"));
+                self.net.uncut(&links);
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(mut self, violation: Option<Violation>, simulated_ns: u64) -> Outcome {
+        let net = self.net.counts();
+        for (name, count) in [
+            ("messages-sent", net.sent),
+            ("messages-lost", net.lost),
+            ("messages-cut", net.cut),
+            ("messages-duplicated", net.duplicated),
+            ("messages-detoured", net.detoured),
+            ("votes-granted", net.votes_granted),
+            ("votes-refused", net.votes_refused),
+        ] {
+            self.tally.add(name, count);
+        }
+        for node in self.nodes.values() {
+            self.trace.fold(node.vfs.trace_digest());
+            let probe = node.probe.lock();
+            self.tally.add("purges", probe.purges);
+            self.tally.add("snapshots-built", probe.snapshots_built);
+            self.tally
+                .add("snapshots-installed", probe.snapshots_installed);
+            self.tally.add("votes-saved", probe.votes_saved);
+            self.tally.add(
+                "truncations-of-a-conflicting-suffix",
+                probe.truncations_removing,
+            );
+            for (kind, count) in node.vfs.fault_counts() {
+                self.tally.add(&format!("disk-{kind}"), count);
+            }
+        }
+        let (polls, timers) = self.exec.counts();
+        self.trace.fold(polls);
+        self.trace.fold(timers);
+        self.tally.add("polls", polls);
+        self.tally.add("timers-fired", timers);
+        self.tally.add("simulated-ms", simulated_ns / NS_PER_MS);
+        self.tally.bump("runs");
+        for op in self.history.lock().values() {
+            match &op.outcome {
+                crate::history::Outcome::Written { response, .. } => {
+                    self.tally.bump("client-writes-acked");
+                    if response.rejected {
+                        self.tally.bump("client-writes-rejected-by-version");
+                    }
+                }
+                crate::history::Outcome::Read { .. } => self.tally.bump("linearizable-reads"),
+                crate::history::Outcome::Unknown if op.is_write => {
+                    self.tally.bump("client-writes-in-doubt");
+                }
+                _ => {}
+            }
+        }
+        if violation.is_some() {
+            self.tally.bump("violations");
+        }
+        if let Some(excuse) = &self.excused {
+            self.trace.note(0, format!("run excused: {excuse}"));
+            self.tally.bump("runs-excused");
+        }
+        let digest = self.trace.digest();
+        let trace = self.trace.lines();
+        for node in self.nodes.values_mut() {
+            node.kill(&self.exec, &self.net);
+        }
+        self.exec.clear();
+        Outcome {
+            violation,
+            step: self.step,
+            digest,
+            tally: self.tally,
+            simulated_ns,
+            trace,
+        }
+    }
+}
