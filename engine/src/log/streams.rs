@@ -146,7 +146,7 @@ impl Log {
         metadata.max_age = metadata
             .max_age
             .map(|age| age.min(std::time::Duration::from_nanos(u64::MAX)));
-        self.change_streams(stream, |entry, _version| {
+        self.change_streams(stream, false, |entry, _version| {
             entry.metadata = metadata;
         })
     }
@@ -165,7 +165,9 @@ impl Log {
     /// is final (a second one is a no-op, a soft one after it is refused).
     pub fn delete_stream(&self, stream: &str, deletion: Deletion) -> Result<(), Error> {
         check_name(stream)?;
-        self.change_streams(stream, |entry, version| {
+        // A hard deletion said again finds the stream hard-deleted: done.
+        let again_is_done = deletion == Deletion::Hard;
+        self.change_streams(stream, again_is_done, |entry, version| {
             entry.deleted = Some(match deletion {
                 Deletion::Soft => Deleted::Soft {
                     at_version: version,
@@ -176,10 +178,13 @@ impl Log {
     }
 
     /// Changes `stream`'s entry by `change` (given the stream's version):
-    /// the table written durably, then published.
+    /// the table written durably, then published. A hard-deleted stream
+    /// takes no change: `Ok` if `hard_deleted_is_done`, else
+    /// `StreamDeleted`.
     fn change_streams(
         &self,
         stream: &str,
+        hard_deleted_is_done: bool,
         change: impl FnOnce(&mut StreamEntry, u64),
     ) -> Result<(), Error> {
         self.writable()?;
@@ -188,6 +193,9 @@ impl Log {
             let shared = lock(&self.shared);
             let state = &shared.state;
             if state.is_hard_deleted(stream) {
+                if hard_deleted_is_done {
+                    return Ok(());
+                }
                 return Err(Error::StreamDeleted {
                     stream: stream.to_owned(),
                 });
