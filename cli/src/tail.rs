@@ -174,7 +174,9 @@ fn consume(
     let log = open_existing(dir, "tail", notes)?;
     let first_seq = log.first_seq();
     let position = log.consumer_position(name);
-    let start = position.map_or(first_seq, |seq| seq + 1).max(args.from);
+    let start = position
+        .map_or(first_seq, |seq| seq.saturating_add(1))
+        .max(args.from);
     if start < first_seq {
         return Err(CliError::ConsumerBehind {
             dir: dir.to_path_buf(),
