@@ -8,6 +8,7 @@
 //! BENCHMARKS.md at the repository root for the figures and how to read them.
 
 mod engine;
+mod filter;
 mod follow;
 mod guard;
 mod harness;
@@ -69,6 +70,12 @@ enum Cmd {
     /// (results/follow.md). Log size from --open-bytes, sizes from
     /// --sizes, rounds from --rounds, seconds per live run from --duration.
     Follow,
+    /// What a filter saves: read_all of a generated log of events of eight
+    /// types next to read_all_filtered by one type (an eighth of the
+    /// events) and by one stream prefix (an eighth of the records), rounds
+    /// alternating, page cache warm (results/filter.md). Log size from
+    /// --open-bytes (1 GiB), rounds from --rounds.
+    Filter,
     /// Retention and truncation: appends/s with a retention that purges
     /// continuously next to none, and one purge of 1,000 segments
     /// (results/retention.md). Rounds from --rounds, seconds per run from
@@ -246,6 +253,19 @@ fn run(cli: Cli) -> Result<()> {
         return Ok(());
     }
 
+    if let Cmd::Filter = cli.command {
+        let settings = settings(&options);
+        let table = filter::run(&data.join("filter"), settings.open_bytes, settings.rounds);
+        if !options.keep {
+            let _ = std::fs::remove_dir_all(&data);
+        }
+        let table = table?;
+        println!("{table}");
+        std::fs::create_dir_all(&results_dir)?;
+        std::fs::write(results_dir.join("filter.md"), &table)?;
+        return Ok(());
+    }
+
     if let Cmd::Follow = cli.command {
         let settings = settings(&options);
         let table = follow::run(
@@ -346,6 +366,7 @@ fn command_name(cmd: &Cmd) -> &'static str {
         Cmd::Plot => "plot",
         Cmd::Roll { .. } => "roll",
         Cmd::Follow => "follow",
+        Cmd::Filter => "filter",
         Cmd::Retention => "retention",
         Cmd::MemoryChild { .. } => "memory-child",
     }

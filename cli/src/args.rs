@@ -6,10 +6,13 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 use crate::append::DEFAULT_EVENT_TYPE;
+use crate::metadata::Setting;
+use crate::tail::{RECORD_EVERY_DEFAULT, RECORD_EVERY_MAX};
 
 const AFTER_HELP: &str = "\
-Only `append`, `purge` and `truncate` write, one at a time per log (each
-takes the log's lock). `read`, `tail`, `dump`, `streams` and `verify` never
+Only `append`, `purge`, `truncate`, `delete`, `metadata` with an option and
+`tail --consumer` write, one at a time per log (each takes the log's lock).
+`read`, `tail`, `dump`, `streams`, `metadata` alone and `verify` never
 create, truncate or sync anything: a torn tail stays in place until the
 next writer (which opens the log and truncates it).
 
@@ -113,13 +116,28 @@ pub enum Command {
         json: bool,
     },
     /// Print every event of the whole log in commit order, from a seq on;
-    /// with --follow, keep printing new ones until interrupted. Read-only.
+    /// with --follow, keep printing new ones until interrupted. Read-only,
+    /// but for --consumer.
     ///
     /// One line per event: seq, stream, version, type, at and data,
     /// separated by tabs (the `read` format with seq and stream in front);
     /// --json prints JSON lines instead. Following reads the segment files
     /// as a writer in another process fills them: a record shows once it
-    /// is whole in its file.
+    /// is whole in its file. --streams and --types keep the events whose
+    /// stream and type start with their prefixes (both must hold): a record
+    /// none of whose events pass is skipped, one with some is printed with
+    /// those. Each stream's metadata and deletion are honoured
+    /// (`durlog metadata`, `durlog delete`).
+    ///
+    /// With --consumer NAME: starts after NAME's recorded position (the
+    /// first record kept if it has none; --from can only start later) and
+    /// records it as it prints, at least once: after every --record-every
+    /// printed records (1024), once their lines are flushed to stdout, the
+    /// last one's seq; at the end, the log's last seq. A crash replays at
+    /// most the records printed since the last recording (--record-every).
+    /// Recording writes the log, so --consumer is a writer like `append`:
+    /// while another writer has the log it fails at once, printing and
+    /// recording nothing; and it cannot --follow.
     Tail {
         /// The log directory.
         dir: PathBuf,
@@ -128,14 +146,72 @@ pub enum Command {
         #[arg(long, value_name = "SEQ", default_value_t = 1)]
         from: u64,
         /// Keep printing new events until interrupted.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "consumer")]
         follow: bool,
         /// Only events of streams whose name starts with PREFIX.
         #[arg(long, value_name = "PREFIX", default_value = "")]
         streams: String,
+        /// Only events whose type starts with PREFIX.
+        #[arg(long, value_name = "PREFIX", default_value = "")]
+        types: String,
+        /// Start after NAME's recorded position and record it as it prints.
+        #[arg(long, value_name = "NAME")]
+        consumer: Option<String>,
+        /// With --consumer: record the position after every N printed
+        /// records (the most a crash replays).
+        #[arg(
+            long,
+            value_name = "N",
+            default_value_t = RECORD_EVERY_DEFAULT,
+            value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=RECORD_EVERY_MAX),
+            requires = "consumer"
+        )]
+        record_every: usize,
         /// Print JSON lines instead of tab-separated text.
         #[arg(long)]
         json: bool,
+    },
+    /// Delete STREAM: it reads as empty and `streams` leaves it out. A
+    /// writer, like `append`.
+    ///
+    /// Soft (the default): its version stays, and a later append continues
+    /// its versions and shows from there. --hard: for good; every later
+    /// append to it fails. No space is reclaimed but by purges, as for
+    /// every record. Prints one line once the deletion is durable.
+    Delete {
+        /// The log directory.
+        dir: PathBuf,
+        /// The stream to delete (it need not exist yet).
+        stream: String,
+        /// Delete for good: the stream takes no more events.
+        #[arg(long)]
+        hard: bool,
+    },
+    /// Show STREAM's metadata, or change it: only its newest --max-count
+    /// events are read, none older than --max-age seconds, none below
+    /// version --truncate-before.
+    ///
+    /// Every reader honours it at once (`read`, `tail`, subscriptions);
+    /// nothing is removed from the segments (purges reclaim space, as for
+    /// every record). An option given replaces that field; `none` clears
+    /// it; a field left out keeps its value. With an option it is a writer,
+    /// like `append`, and prints one line once the change is durable;
+    /// without, it only prints the stream's metadata and deletion,
+    /// read-only.
+    Metadata {
+        /// The log directory.
+        dir: PathBuf,
+        /// The stream.
+        stream: String,
+        /// Only the newest N events are read (or `none`).
+        #[arg(long, value_name = "N", value_parser = Setting::parse)]
+        max_count: Option<Setting>,
+        /// Events older than SECS seconds are not read (or `none`).
+        #[arg(long, value_name = "SECS", value_parser = Setting::parse)]
+        max_age: Option<Setting>,
+        /// Versions below V are not read (or `none`).
+        #[arg(long, value_name = "V", value_parser = Setting::parse)]
+        truncate_before: Option<Setting>,
     },
     /// Print every record: file, offset, seq, length, stream, versions,
     /// types; then the tail state. Read-only.
@@ -151,7 +227,10 @@ pub enum Command {
     /// A log that was purged or truncated has a state file (durlog.state):
     /// lines starting with "# state:" after the header say what it holds
     /// (the first seq kept, a truncation under way, and each stream's
-    /// purged versions). A log without one prints none.
+    /// purged versions). A log without one prints none. So do the tables:
+    /// "# streams:" lines for durlog.streams (each stream's metadata and
+    /// deletion), "# consumers:" lines for durlog.consumers (each
+    /// consumer's position).
     Dump {
         /// The log directory.
         dir: PathBuf,
@@ -168,7 +247,9 @@ pub enum Command {
     /// stderr, naming the file and offset and, for a torn tail, its bytes.
     /// After a purge the line names the first seq kept, and it says when a
     /// purge or truncation that a crash interrupted has files left for the
-    /// next writer to remove.
+    /// next writer to remove. It counts the entries of the tables
+    /// (durlog.streams, durlog.consumers) when the log has them; a damaged
+    /// one is corruption (4).
     Verify {
         /// The log directory.
         dir: PathBuf,

@@ -31,6 +31,31 @@ pub enum CliError {
         /// version if a purge removed every event of it.
         kept: Kept,
     },
+    /// `tail --consumer`: a purge removed records after the consumer's
+    /// position before it read them.
+    #[error(
+        "{}: consumer {name:?} handled the records up to seq {position}, but a purge removed seqs {} to {} before it read them; to go on from the first record kept, add --from {first_seq}",
+        dir.display(), position + 1, first_seq - 1
+    )]
+    ConsumerBehind {
+        /// The log directory the command was given.
+        dir: PathBuf,
+        /// The consumer.
+        name: String,
+        /// Its recorded position (0 if none).
+        position: u64,
+        /// The seq of the first record the log keeps.
+        first_seq: u64,
+    },
+    /// A bookkeeping file of the log read outside the engine (`tail
+    /// --follow` reads `durlog.streams` again as it follows) is damaged.
+    #[error("{}: {reason}; restore it from a backup", file.display())]
+    Damaged {
+        /// The file.
+        file: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// Reading standard input failed.
     #[error("reading standard input: {0}")]
     Input(io::Error),

@@ -1,8 +1,9 @@
 //! The read-only commands: `read`, `dump` and `streams`. None of them
 //! changes a byte: `read` and `streams` open the log with
 //! `Log::open_read_only` (no directory created, no torn tail truncated,
-//! nothing synced), `dump` runs the recovery scan alone (and reads the
-//! state file, if any). A torn tail is left in place; they see the valid
+//! nothing synced), which loads the tables of stream metadata and
+//! deletions, so they honour both as every reader does; `dump` runs the
+//! recovery scan alone (and reads the state file and the tables, if any). A torn tail is left in place; they see the valid
 //! records before it.
 
 use std::io::{self, Write};
@@ -15,6 +16,7 @@ use durlog::{Event, Log, RecoveryReport, Tail, decode_batch};
 use crate::error::{CliError, Kept};
 use crate::escape::escape;
 use crate::state::{read_state, state_lines};
+use crate::tables::{read_tables, table_lines};
 use crate::time::rfc3339_nanos;
 use crate::verify::plural;
 
@@ -63,9 +65,15 @@ pub fn read(args: &ReadArgs<'_>, output: &mut dyn Write) -> Result<(), CliError>
             .read(args.stream, next, page)
             .map_err(|error| read_error(args, &log, next, error))?;
         let Some(last) = events.last() else { break };
-        assert_eq!(
-            events[0].version, next,
-            "the log skipped a version of {:?}",
+        // A stream's metadata or deletion may hide versions (below a
+        // truncate-before, past a maximum count, older than a maximum
+        // age, before a soft deletion): versions go up, not always by one.
+        assert!(
+            events[0].version >= next
+                && events
+                    .windows(2)
+                    .all(|pair| pair[0].version < pair[1].version),
+            "the log went back a version of {:?}",
             args.stream
         );
         next = last.version + 1;
@@ -168,13 +176,11 @@ pub const DUMP_HEADER: &str = "# file\toffset\tseq\tlength\tstream\tversions\tty
 pub fn dump(dir: &Path, output: &mut dyn Write) -> Result<(), CliError> {
     let mut output = io::BufWriter::new(output);
     writeln!(output, "{DUMP_HEADER}").map_err(CliError::Output)?;
-    // A state file that cannot be read or decoded prints nothing here: the
-    // scan below refuses it, naming it.
-    for line in read_state(dir)
-        .as_ref()
-        .map(state_lines)
-        .unwrap_or_default()
-    {
+    // A state file or table that cannot be read or decoded prints nothing
+    // here: the scan below refuses it, naming it.
+    let state = read_state(dir).as_ref().map(state_lines);
+    let tables = table_lines(&read_tables(dir));
+    for line in state.unwrap_or_default().into_iter().chain(tables) {
         writeln!(output, "{line}").map_err(CliError::Output)?;
     }
     // The scan cannot be stopped from the visitor: keep the first write

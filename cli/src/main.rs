@@ -1,6 +1,7 @@
-//! `durlog`: append to, read, dump, verify, purge and list a durlog log
-//! directory from the shell. Argument parsing and exit codes only; the
-//! commands are in the `durlog_cli` library.
+//! `durlog`: append to, read, tail, dump, verify, purge, truncate and list
+//! a durlog log directory, and set its streams' metadata and deletions,
+//! from the shell. Argument parsing and exit codes only; the commands are
+//! in the `durlog_cli` library.
 
 use std::ffi::OsStr;
 use std::io::{self, Write};
@@ -12,6 +13,7 @@ use durlog_cli::CliError;
 use durlog_cli::append::{self, AppendArgs};
 use durlog_cli::args::{Cli, Command};
 use durlog_cli::inspect::{self, ReadArgs, ReadFormat};
+use durlog_cli::metadata::{self, MetadataChange};
 use durlog_cli::retention;
 use durlog_cli::tail::{self, TailArgs};
 use durlog_cli::verify::{self, EXIT_USAGE};
@@ -91,6 +93,9 @@ fn main() -> ExitCode {
             from,
             follow,
             streams,
+            types,
+            consumer,
+            record_every,
             json,
         } => {
             let args = TailArgs {
@@ -98,13 +103,48 @@ fn main() -> ExitCode {
                 from: *from,
                 follow: *follow,
                 streams,
+                types,
+                consumer: consumer.as_deref(),
+                record_every: *record_every,
                 format: if *json {
                     ReadFormat::Json
                 } else {
                     ReadFormat::Text
                 },
             };
-            ("tail", tail::run(&args, &mut io::stdout().lock()))
+            let result = tail::run(&args, &mut io::stdout().lock(), &mut io::stderr().lock());
+            ("tail", result)
+        }
+        Command::Delete { dir, stream, hard } => (
+            "delete",
+            metadata::delete(
+                dir,
+                stream,
+                *hard,
+                &mut io::stdout().lock(),
+                &mut io::stderr().lock(),
+            ),
+        ),
+        Command::Metadata {
+            dir,
+            stream,
+            max_count,
+            max_age,
+            truncate_before,
+        } => {
+            let change = MetadataChange {
+                max_count: *max_count,
+                max_age: *max_age,
+                truncate_before: *truncate_before,
+            };
+            let result = metadata::metadata(
+                dir,
+                stream,
+                change,
+                &mut io::stdout().lock(),
+                &mut io::stderr().lock(),
+            );
+            ("metadata", result)
         }
         Command::Purge { dir, before } => (
             "purge",

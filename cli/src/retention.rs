@@ -71,8 +71,13 @@ pub fn truncate(
 
 /// Opens the log in `dir` as a writer. `Log::open` creates a missing
 /// directory, which suits `append`; a purge or truncation of a mistyped
-/// path must fail instead, and leave nothing behind.
-fn open_existing(dir: &Path, command: &str, notes: &mut dyn Write) -> Result<Log, CliError> {
+/// path must fail instead, and leave nothing behind. (`tail --consumer`,
+/// `delete` and `metadata` open the log this way too.)
+pub(crate) fn open_existing(
+    dir: &Path,
+    command: &str,
+    notes: &mut dyn Write,
+) -> Result<Log, CliError> {
     std::fs::read_dir(dir).map_err(|error| CliError::log(dir, durlog::Error::Io(error)))?;
     open_writer(dir, Options::default(), command, notes)
 }

@@ -18,6 +18,7 @@ use durlog::vfs::PosixVfs;
 use durlog::{Error, RecoveryReport, Tail};
 
 use crate::error::{CliError, one_line};
+use crate::tables::{read_tables, table_summary};
 
 /// fsck's "no errors".
 pub const EXIT_CLEAN: u8 = 0;
@@ -74,6 +75,9 @@ fn judge(dir: &Path, report: &RecoveryReport) -> Verdict {
             "; {} left to remove (a purge removed them from the log; the next writer deletes the files)",
             plural(report.purged_leftovers as u64, "purged segment")
         ));
+    }
+    if let Some(tables) = table_summary(&read_tables(dir)) {
+        summary.push_str(&format!("; {tables}"));
     }
     if !report.ignored.is_empty() {
         let names: Vec<String> = report

@@ -9,8 +9,12 @@
 //! - [`fuzz_state_file`]: the state file's decoder, on raw bytes (and
 //!   with their CRC made right); what decodes re-encodes to bytes that
 //!   decode to the same state.
-//! - [`fuzz_recover`]: `Log::open` on a directory of segments built from
-//!   the input (valid records, then mutated), on a simulated disk.
+//! - [`fuzz_tables`]: the decoders of the tables of stream metadata and
+//!   consumer positions, on raw bytes (and with their CRC made right);
+//!   what decodes re-encodes to exactly its bytes.
+//! - [`fuzz_recover`]: `Log::open` on a directory of segments (and, maybe,
+//!   the two tables) built from the input (valid records, then mutated),
+//!   on a simulated disk.
 //! - [`fuzz_sim_ops`]: a workload of appends, commits, reads, power losses,
 //!   restarts and quota changes under a fault set, run by the simulator and
 //!   judged by its oracle.
@@ -26,9 +30,12 @@ mod cli;
 mod layout;
 mod recover;
 mod sim_ops;
+mod tables;
 
 use arbitrary::{Arbitrary, Unstructured};
-use durlog::format::inspect_batch;
+use durlog::format::{
+    StreamEntry, decode_consumers, decode_streams, encode_consumers, encode_streams, inspect_batch,
+};
 use durlog::{
     HEADER_SIZE, LogState, RecordError, append_record, crc32c, decode_batch, encode_batch,
     parse_record,
@@ -42,6 +49,7 @@ pub use recover::RecoverInput;
 pub use sim_ops::{
     CrashOp, EventOp, ExpectedOp, Fault, FaultChoice, LenOp, LimitOp, Op, QuotaOp, SimOpsInput,
 };
+pub use tables::{StreamEntrySpec, TableDamage, TableSpec, TablesSpec};
 
 /// Feeds `data` to `parse_record` as the bytes at a record's offset in a
 /// segment. On success the record re-appended equals `data[..len]` and its
@@ -189,6 +197,68 @@ fn check_state_file(data: &[u8]) {
     }
     if state.purged_versions.len() < 2 {
         assert_eq!(encoded, data, "one stream or none has one encoding");
+    }
+}
+
+/// Where a table (`durlog.streams`, `durlog.consumers`) keeps the CRC-32C
+/// of every byte after it (engine/src/format/tables.rs).
+const TABLE_CRC_FIELD: std::ops::Range<usize> = 12..16;
+
+/// Feeds `data` to `decode_streams` and `decode_consumers` as the bytes of
+/// `durlog.streams` or `durlog.consumers`, which every Open, `durlog dump`
+/// and `verify`, and `durlog tail --follow` (again at each poll) read back
+/// from a disk that may have damaged them: neither may panic. No bytes
+/// are both tables (their magics differ). A table that decodes has one
+/// encoding (entries in name order, each name once, each number there
+/// exactly when its flag is, no entry empty), so it re-encodes to exactly
+/// the input; and no proper prefix of it decodes (its length is what its
+/// entries take). A mutation almost always breaks the CRC, which would
+/// hide every check after it from the fuzzer; so each input is also tried
+/// with its CRC made right.
+pub fn fuzz_tables(data: &[u8]) {
+    check_tables(data);
+    if data.len() >= TABLE_CRC_FIELD.end {
+        let mut fixed = data.to_vec();
+        let crc = crc32c(&data[TABLE_CRC_FIELD.end..]);
+        fixed[TABLE_CRC_FIELD].copy_from_slice(&crc.to_le_bytes());
+        check_tables(&fixed);
+    }
+}
+
+fn check_tables(data: &[u8]) {
+    let (streams, consumers) = (decode_streams(data), decode_consumers(data));
+    assert!(
+        streams.is_err() || consumers.is_err(),
+        "the same bytes decode as both tables"
+    );
+    let shorter = &data[..data.len().saturating_sub(1)];
+    if let Ok(entries) = &streams {
+        assert!(
+            entries
+                .values()
+                .all(|entry| *entry != StreamEntry::default()),
+            "decoded an entry with nothing in it: {entries:?}"
+        );
+        assert_eq!(
+            encode_streams(entries),
+            data,
+            "{entries:?} re-encodes to other bytes"
+        );
+        assert!(
+            decode_streams(shorter).is_err(),
+            "a proper prefix decodes too"
+        );
+    }
+    if let Ok(positions) = &consumers {
+        assert_eq!(
+            encode_consumers(positions),
+            data,
+            "{positions:?} re-encodes to other bytes"
+        );
+        assert!(
+            decode_consumers(shorter).is_err(),
+            "a proper prefix decodes too"
+        );
     }
 }
 

@@ -4,8 +4,9 @@
 //! regression, keep passing without a nightly toolchain or cargo-fuzz.
 //!
 //! A seed named `valid_*` starts with a valid record (parse_record), is a
-//! valid batch (decode_batch), or describes a directory of valid segments
-//! (recover), and must also be accepted: the parser bodies allow any error,
+//! valid batch (decode_batch), a valid state file (state_file) or table
+//! (tables), or describes a directory of valid segments (recover), and
+//! must also be accepted: the parser bodies allow any error,
 //! so without this a parser that rejects everything would replay clean; and
 //! a change to the recover input's layout that quietly changed what its
 //! seeds mean would go unnoticed (the recover body checks that Open keeps
@@ -27,7 +28,7 @@ use std::path::{Path, PathBuf};
 use durlog::{LogState, decode_batch, parse_record};
 use durlog_tests::fuzz_targets::{
     RecoverInput, decode, fuzz_cli, fuzz_cli_args, fuzz_decode_batch, fuzz_parse_record,
-    fuzz_recover, fuzz_sim_ops, fuzz_state_file,
+    fuzz_recover, fuzz_sim_ops, fuzz_state_file, fuzz_tables,
 };
 
 /// The most heap one corpus input may hold at once. No input of these
@@ -168,6 +169,20 @@ fn state_accepted(bytes: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
+/// A `valid_*` tables seed: a table of stream metadata or of consumer
+/// positions.
+fn table_accepted(bytes: &[u8]) -> Result<(), String> {
+    match (
+        durlog::format::decode_streams(bytes),
+        durlog::format::decode_consumers(bytes),
+    ) {
+        (Err(streams), Err(consumers)) => Err(format!(
+            "neither table: as streams {streams}; as consumers {consumers}"
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Seeds of the targets with no `valid_*` convention.
 fn no_check(_: &[u8]) -> Result<(), String> {
     Ok(())
@@ -189,8 +204,41 @@ fn state_file_corpus_replays() {
 }
 
 #[test]
+fn tables_corpus_replays() {
+    replay("tables", fuzz_tables, table_accepted);
+}
+
+#[test]
 fn recover_corpus_replays() {
     replay("recover", fuzz_recover, directory_valid);
+}
+
+/// The recover seeds written for the tables (`*tables_*`) still hold
+/// tables after any change to the input's layout: good ones
+/// (`valid_tables_*`), or a damaged one (`tables_damaged_*`).
+#[test]
+fn recover_seeds_of_the_tables_still_hold_them() {
+    let mut seeds = 0;
+    for file in files_under(&corpus_dir("recover")) {
+        let name = file
+            .file_name()
+            .and_then(|name| name.to_str())
+            .unwrap_or("");
+        if !name.contains("tables_") {
+            continue;
+        }
+        seeds += 1;
+        let bytes = std::fs::read(&file).expect("read a seed");
+        let input: RecoverInput = decode(&bytes).expect("a seed decodes");
+        assert!(!input.tables.is_empty(), "{name}: no tables in {input:?}");
+        if name.starts_with("valid_") {
+            assert!(!input.tables.is_damaged(), "{name}: {:?}", input.tables);
+        }
+        if name.starts_with("tables_damaged_") {
+            assert!(input.tables.is_damaged(), "{name}: {:?}", input.tables);
+        }
+    }
+    assert!(seeds >= 4, "the tables' recover seeds are missing");
 }
 
 #[test]

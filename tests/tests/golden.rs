@@ -251,3 +251,56 @@ fn record_that_exactly_fills_a_segment() {
     }
     insta::assert_snapshot!(text);
 }
+
+/// FORMAT.md's worked examples of the tables ("Stream metadata and
+/// consumer positions"), byte for byte, literal here: consumer `p` at seq
+/// 3, and stream `s` with a maximum count of 2, soft-deleted at version 5;
+/// each CRC the bitwise CRC-32C of every byte after its field.
+#[test]
+fn table_worked_examples() {
+    use durlog::StreamMetadata;
+    use durlog::format::{
+        Deleted, StreamEntry, decode_consumers, decode_streams, encode_consumers, encode_streams,
+    };
+    const CONSUMERS: [u8; 31] = [
+        0x44, 0x55, 0x52, 0x4c, 0x4f, 0x47, 0x43, 0x50, // magic "DURLOGCP"
+        0x01, 0x00, 0x00, 0x00, // format version 1
+        0x55, 0xd4, 0x6b, 0x36, // CRC-32C
+        0x01, 0x00, 0x00, 0x00, // 1 entry
+        0x01, 0x00, 0x70, // name "p"
+        0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // seq 3
+    ];
+    const STREAMS: [u8; 56] = [
+        0x44, 0x55, 0x52, 0x4c, 0x4f, 0x47, 0x53, 0x4d, // magic "DURLOGSM"
+        0x01, 0x00, 0x00, 0x00, // format version 1
+        0xe7, 0x58, 0xb3, 0x6c, // CRC-32C
+        0x01, 0x00, 0x00, 0x00, // 1 entry
+        0x01, 0x00, 0x73, // name "s"
+        0x09, // flags: a maximum count (bit 0), soft-deleted (bit 3)
+        0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // maximum count 2
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // no maximum age
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // no truncate-before
+        0x05, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // soft-deleted at version 5
+    ];
+    assert_eq!(crc32c_bitwise(&CONSUMERS[16..]), 0x366B_D455);
+    assert_eq!(crc32c_bitwise(&STREAMS[16..]), 0x6CB3_58E7);
+    for table in [&CONSUMERS[..], &STREAMS[..]] {
+        assert_eq!(
+            table[12..16],
+            crc32c_bitwise(&table[16..]).to_le_bytes(),
+            "the stored CRC is the bitwise CRC-32C of the bytes after it"
+        );
+    }
+    let positions = [("p".to_owned(), 3)].into();
+    assert_eq!(encode_consumers(&positions), CONSUMERS);
+    assert_eq!(decode_consumers(&CONSUMERS), Ok(positions));
+    let mut metadata = StreamMetadata::default();
+    metadata.max_count = Some(2);
+    let entry = StreamEntry {
+        metadata,
+        deleted: Some(Deleted::Soft { at_version: 5 }),
+    };
+    let streams = [("s".to_owned(), entry)].into();
+    assert_eq!(encode_streams(&streams), STREAMS);
+    assert_eq!(decode_streams(&STREAMS), Ok(streams));
+}

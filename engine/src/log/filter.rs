@@ -54,13 +54,18 @@ impl Filter {
         self
     }
 
-    pub(crate) fn keeps_stream(&self, stream: &str) -> bool {
+    /// Whether records of `stream` pass the stream conditions (every
+    /// prefix given). Public for tools that read segment files themselves
+    /// (`durlog tail --follow`) and must filter as the log does.
+    pub fn keeps_stream(&self, stream: &str) -> bool {
         self.stream_prefixes
             .iter()
             .all(|prefix| stream.starts_with(prefix.as_str()))
     }
 
-    pub(crate) fn keeps_type(&self, event_type: &str) -> bool {
+    /// Whether events of `event_type` pass the type conditions (every
+    /// exact type and prefix given). Public as [`Filter::keeps_stream`].
+    pub fn keeps_type(&self, event_type: &str) -> bool {
         self.types.iter().all(|matching| match matching {
             TypeMatch::Exact(wanted) => event_type == wanted,
             TypeMatch::Prefix(prefix) => event_type.starts_with(prefix.as_str()),

@@ -85,6 +85,17 @@ impl Shown {
     }
 }
 
+impl StreamEntry {
+    /// Whether reads show the event at `version`, stamped `at`, of a
+    /// stream whose entry this is and whose version is `stream_version`,
+    /// the log's clock reading `now`: the rule `read`, `read_all*` and
+    /// subscriptions apply, for tools that read segment files themselves
+    /// (`durlog tail --follow`, which a writer in another process feeds).
+    pub fn shows(&self, stream_version: u64, version: u64, at: i64, now: i64) -> bool {
+        Shown::of(self, stream_version, || now).shows(version, at)
+    }
+}
+
 impl Published {
     /// What `stream`'s reads show now.
     pub(crate) fn shown(&self, stream: &str, now: impl FnOnce() -> i64) -> Shown {
@@ -121,9 +132,21 @@ impl Log {
     /// Sets `stream`'s metadata (replacing what it had), durably before it
     /// returns; reads honour it at once. A stream need not exist yet. A
     /// hard-deleted stream's metadata is final: a change is refused
-    /// (`StreamDeleted`), setting what it has is not.
-    pub fn set_stream_metadata(&self, stream: &str, metadata: StreamMetadata) -> Result<(), Error> {
+    /// (`StreamDeleted`), setting what it has is not. A maximum age is
+    /// kept in nanoseconds (u64): one longer than that (584 years) is kept
+    /// as `u64::MAX` nanoseconds, which reads alike.
+    pub fn set_stream_metadata(
+        &self,
+        stream: &str,
+        mut metadata: StreamMetadata,
+    ) -> Result<(), Error> {
         check_name(stream)?;
+        // The table holds u64 nanoseconds, and its encoder checks that it
+        // reads back what it was given. Reads clamp the age to i64
+        // nanoseconds anyway, so the clamp changes no read.
+        metadata.max_age = metadata
+            .max_age
+            .map(|age| age.min(std::time::Duration::from_nanos(u64::MAX)));
         self.change_streams(stream, |entry, _version| {
             entry.metadata = metadata;
         })

@@ -1,6 +1,8 @@
 //! The `recover` target: `Log::open` on a directory of one to four files
 //! laid out from the input (see [`super::layout`]) on a `SimVfs` with every
-//! fault off, so that anything odd is the engine's doing.
+//! fault off, so that anything odd is the engine's doing; and, when the
+//! input has them, the same directory with the tables of stream metadata
+//! and consumer positions beside the records (see [`super::tables`]).
 //!
 //! Open must return `Ok` or a clean `Corrupt` / `Io` error, agree with the
 //! read-only scan (`durlog::recovery::verify`) and with `open_read_only`,
@@ -25,6 +27,7 @@ use durlog::vfs::{SimVfs, Vfs};
 use durlog::{Error, Event, Expected, Log, Options, Tail};
 
 use super::layout::{Built, DirSpec, Entry, ModelEvent};
+use super::tables::{self, TablesSpec};
 
 /// Where the directory is laid out on the simulated disk.
 pub const LOG_DIR: &str = "/log";
@@ -38,6 +41,10 @@ pub struct RecoverInput {
     /// `Options::segment_bytes`: 0 is the default (64 MiB), anything else
     /// maps to 64..=8255 bytes, so the append after recovery may roll.
     pub segment_bytes: u16,
+    /// The tables beside the records, if any (see [`super::tables`]).
+    /// Last, so that an input that ends before it has none: the seeds
+    /// written before the tables existed mean what they meant.
+    pub tables: TablesSpec,
 }
 
 impl RecoverInput {
@@ -137,8 +144,18 @@ fn open(vfs: &SimVfs, options: &Options, which: &str) -> Log {
 
 pub fn check(input: &RecoverInput) {
     let built = input.dir.build();
-    let vfs = SimVfs::new(0);
     let dir = Path::new(LOG_DIR);
+    if !input.tables.is_empty() {
+        let lay_out_segments = |vfs: &SimVfs| lay_out(vfs, dir, &built);
+        tables::check(
+            &input.tables,
+            &lay_out_segments,
+            dir,
+            &input.options(),
+            CLOCK_NS,
+        );
+    }
+    let vfs = SimVfs::new(0);
     lay_out(&vfs, dir, &built);
     let before = snapshot(&vfs);
 
