@@ -101,8 +101,7 @@ impl World<'_> {
             before,
             after,
         };
-        let memory = self.in_memory(&change);
-        let changed = self.oracle.check_table_change(change, outcome, memory)?;
+        let changed = self.judge(change, outcome)?;
         self.result.counters.metadata_changes += u64::from(changed);
         self.after_table_change()
     }
@@ -126,8 +125,7 @@ impl World<'_> {
             before,
             after,
         };
-        let memory = self.in_memory(&change);
-        let changed = self.oracle.check_table_change(change, outcome, memory)?;
+        let changed = self.judge(change, outcome)?;
         self.result.counters.deletions += u64::from(changed);
         self.after_table_change()
     }
@@ -150,8 +148,7 @@ impl World<'_> {
             before,
             after,
         };
-        let memory = self.in_memory(&change);
-        let changed = self.oracle.check_table_change(change, outcome, memory)?;
+        let changed = self.judge(change, outcome)?;
         self.result.counters.positions_recorded += u64::from(changed);
         self.after_table_change()?;
         self.resume(name)
@@ -299,6 +296,17 @@ impl World<'_> {
     }
 
     /// Whether the log shows `change` now; `None` once the power is lost.
+    /// Hands a change's outcome to the oracle, with what the open log shows
+    /// of it now; returns whether the change took effect.
+    fn judge(
+        &mut self,
+        change: TableChange,
+        outcome: (Result<(), Error>, bool),
+    ) -> Result<bool, String> {
+        let memory = self.in_memory(&change);
+        self.oracle.check_table_change(change, outcome, memory)
+    }
+
     fn in_memory(&self, change: &TableChange) -> Option<bool> {
         if self.node.vfs.is_halted() {
             return None;
