@@ -20,6 +20,11 @@
 //!   file replacement at every commit, and a restarted node learns it from
 //!   the leader.
 //!
+//! - **Damage** (acknowledged entries unreadable) is refused by
+//!   [`LogStore::open_with`], and repaired by [`LogStore::open_for_repair`]:
+//!   the damaged part moved aside, the node out of elections until the
+//!   leader has sent it back. [`repair`] has the design and the argument.
+//!
 //! [`events`] is a ready-made type configuration (events appended to
 //! streams) with an in-memory state machine, used by the tests, the
 //! three-node example and the benchmark.
@@ -29,6 +34,7 @@ pub mod events;
 pub mod mapping;
 pub mod meta;
 mod reader;
+pub mod repair;
 pub mod snapshot_file;
 mod store;
 
