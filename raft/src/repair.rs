@@ -15,7 +15,10 @@
 //!    in them (a record's CRC covers its seq), or, if no valid record
 //!    stands at or after the damage, the index the damaged record had,
 //!    with the term of the saved vote (no entry a node accepted has a term
-//!    above its vote's). The reach is an upper bound of the last entry the
+//!    above its vote's). Bytes after the damage that no valid record covers
+//!    may have held records (a misdirected write can erase the last ones
+//!    whole): each 44 bytes, durlog's smallest record, adds an index, with
+//!    the vote's term. The reach is an upper bound of the last entry the
 //!    node ever acknowledged, as a `(term, index)` pair.
 //! 2. **Durable first.** The reach goes into `raft.meta` (the larger of it
 //!    and any reach a repair that a crash interrupted left there) before
@@ -41,8 +44,12 @@
 //! enforced where vote requests travel: the application's `RaftNetwork`
 //! sends no vote request from a node whose gate is closed, and its RPC
 //! server answers none addressed to one (`Raft::vote` is never called
-//! while the gate is closed). durlog-raft-sim does exactly that in its
-//! network. That is why repair needs the explicit
+//! while the gate is closed). So that the node does not run up its term in
+//! elections nobody hears (its higher term would then depose every leader
+//! that replicates to it, again and again), the application also turns its
+//! election timer off while the gate is closed
+//! (`Raft::runtime_config().elect(false)`, back on when it opens).
+//! durlog-raft-sim does exactly that. That is why repair needs the explicit
 //! [`LogStore::open_for_repair`](crate::LogStore::open_for_repair):
 //! `open`/`open_with` still refuse damage, so an application that has not
 //! wired the gate gets the refusal, never a node that votes with a short
@@ -329,8 +336,15 @@ fn free_quarantine_dir(vfs: &dyn Vfs, dir: &Path) -> io::Result<PathBuf> {
     Ok(quarantine.join(format!("{free:06}")))
 }
 
+/// The smallest record durlog writes (FORMAT.md, "misplaced record"):
+/// bytes no valid record covers may have held this many per record.
+const SMALLEST_RECORD_BYTES: u64 = 44;
+
 /// How far the log reached, from the damaged segment (`segments[0]`,
-/// damaged at `offset`) and every later one: see the module doc.
+/// damaged at `offset`) and every later one: see the module doc. Bytes
+/// after the damage that no valid record covers (but for zeros at a
+/// file's end) may have held records: each [`SMALLEST_RECORD_BYTES`]
+/// counts as one more index, with the vote's term.
 fn reach_of<C: RaftTypeConfig>(
     body: &MetaBody<C::NodeId>,
     segments: &[(u64, Vec<u8>)],
@@ -340,13 +354,19 @@ fn reach_of<C: RaftTypeConfig>(
     // before the damage.
     let mut expected = segments.first().map_or(0, |(seq, _)| *seq);
     let mut highest: Option<(u64, Vec<u8>)> = None;
+    let mut uncovered = 0u64;
     for (position, (name_seq, bytes)) in segments.iter().enumerate() {
         expected = expected.max(*name_seq);
+        let end = bytes.len() - bytes.iter().rev().take_while(|&&byte| byte == 0).count();
         let mut at = 0usize;
-        while bytes.len() - at >= HEADER_SIZE {
-            let Ok(record) = parse_record(&bytes[at..]) else {
+        while at < end {
+            let record = (bytes.len() - at >= HEADER_SIZE)
+                .then(|| parse_record(&bytes[at..]).ok())
+                .flatten();
+            let Some(record) = record else {
                 // Resynchronize past the damage: a later record may stand
                 // anywhere (a misdirected write, a flipped length).
+                uncovered += u64::from(position > 0 || at as u64 >= offset);
                 at += 1;
                 continue;
             };
@@ -360,14 +380,19 @@ fn reach_of<C: RaftTypeConfig>(
         }
     }
     let vote_term = body.vote.as_ref().map_or(0, |vote| vote.leader_id().term);
+    let extra = uncovered.div_ceil(SMALLEST_RECORD_BYTES);
+    let highest_seq = highest.as_ref().map_or(0, |(seq, _)| *seq);
     let found = highest
         .filter(|(seq, _)| *seq >= expected)
         .and_then(|(_, payload)| entry_log_id::<C>(&payload));
     match found {
-        Some(log_id) => Reach::of(&log_id),
-        None => Reach {
-            term: vote_term,
-            index: body.anchor.index_of(expected).unwrap_or(0),
+        Some(log_id) if extra == 0 => Reach::of(&log_id),
+        _ => Reach {
+            term: vote_term.max(found.map_or(0, |id| id.leader_id.term)),
+            index: body
+                .anchor
+                .index_of(expected.max(highest_seq))
+                .map_or(0, |index| index + extra),
         },
     }
 }

@@ -23,6 +23,19 @@ impl Cluster<'_> {
         let deadline = started + self.plan.liveness_ms * NS_PER_MS;
         let result = self.converge(deadline);
         let took_ms = (self.exec.now_ns() - started) / NS_PER_MS;
+        self.count_unfinished_repairs();
+        let beyond_f = self.damaged.len() as u64 > (self.plan.voters - 1) / 2;
+        if beyond_f {
+            self.tally.bump("runs-damage-beyond-f");
+            if result.is_err() {
+                self.tally.bump("liveness-lost-beyond-f");
+            }
+        } else if !self.damaged.is_empty() {
+            self.tally.bump("runs-damage-within-f");
+            if result.is_err() {
+                self.tally.bump("liveness-lost-within-f");
+            }
+        }
         match result {
             Ok(()) => {
                 self.tally.bump("liveness-phases-passed");
@@ -217,9 +230,15 @@ impl Cluster<'_> {
                 .clone(),
             None => vec![self.voters.iter().copied().collect()],
         };
-        let refused = |id: &u64| match self.nodes.get(id).map(|node| &node.status) {
-            Some(Status::Refused(why)) => Some(format!("node {id}: {why}")),
-            _ => None,
+        // A repairing node grants no vote (durlog_raft::repair): as lost
+        // to an election as one that refused to open.
+        let refused = |id: &u64| match self.nodes.get(id) {
+            Some(node) if node.is_repairing() => Some(format!("node {id}: repairing")),
+            Some(node) => match &node.status {
+                Status::Refused(why) => Some(format!("node {id}: {why}")),
+                _ => None,
+            },
+            None => None,
         };
         configs.iter().find_map(|voters| {
             let lost: Vec<String> = voters.iter().filter_map(refused).collect();
