@@ -343,8 +343,9 @@ const SMALLEST_RECORD_BYTES: u64 = 44;
 /// How far the log reached, from the damaged segment (`segments[0]`,
 /// damaged at `offset`) and every later one: see the module doc. Bytes
 /// after the damage that no valid record covers (but for zeros at a
-/// file's end) may have held records: each [`SMALLEST_RECORD_BYTES`]
-/// counts as one more index, with the vote's term.
+/// file's end) may have held records, and so may bytes that hold a valid
+/// copy of an earlier record: each [`SMALLEST_RECORD_BYTES`] counts as one
+/// more index, with the vote's term.
 fn reach_of<C: RaftTypeConfig>(
     body: &MetaBody<C::NodeId>,
     segments: &[(u64, Vec<u8>)],
@@ -370,8 +371,13 @@ fn reach_of<C: RaftTypeConfig>(
                 at += 1;
                 continue;
             };
-            if position == 0 && (at as u64) < offset {
+            let before_damage = position == 0 && (at as u64) < offset;
+            if before_damage {
                 expected = expected.max(record.seq + 1);
+            } else if record.seq < expected {
+                // A copy of an earlier record (a misdirected or stale
+                // write): it stands where later records may have been.
+                uncovered += record.len as u64;
             }
             if highest.as_ref().is_none_or(|(seq, _)| record.seq > *seq) {
                 highest = Some((record.seq, record.payload.to_vec()));
@@ -391,8 +397,8 @@ fn reach_of<C: RaftTypeConfig>(
             term: vote_term.max(found.map_or(0, |id| id.leader_id.term)),
             index: body
                 .anchor
-                .index_of(expected.max(highest_seq))
-                .map_or(0, |index| index + extra),
+                .index_of(expected.max(highest_seq) + extra)
+                .unwrap_or(0),
         },
     }
 }

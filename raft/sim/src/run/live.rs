@@ -210,6 +210,11 @@ impl Cluster<'_> {
                 .iter()
                 .filter_map(|(id, node)| match &node.status {
                     Status::Refused(why) => Some(format!("node {id}: {why}")),
+                    // Its damaged log held the membership: no node has it
+                    // to send back.
+                    Status::Up(_) if node.is_repairing() => {
+                        Some(format!("node {id}: repairing, its damaged log held it"))
+                    }
                     _ => None,
                 })
                 .collect();
