@@ -62,6 +62,7 @@ impl Cluster<'_> {
             Err(StartError::Refused(why)) => {
                 self.trace.note(id, format!("Open refused: {why}"));
                 self.tally.bump("open-refused");
+                self.damaged.insert(id);
                 let node = self.nodes.get_mut(&id).expect("node");
                 node.status = Status::Refused(why);
                 return Ok(());

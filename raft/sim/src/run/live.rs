@@ -24,7 +24,10 @@ impl Cluster<'_> {
         let result = self.converge(deadline);
         let took_ms = (self.exec.now_ns() - started) / NS_PER_MS;
         self.count_unfinished_repairs();
-        let beyond_f = self.damaged.len() as u64 > (self.plan.voters - 1) / 2;
+        // f of the voters the harness last asked for (removals and
+        // promotions change it), counting the damaged among them.
+        let damaged_voters = self.voters.iter().filter(|id| self.damaged.contains(id));
+        let beyond_f = damaged_voters.count() > (self.voters.len() - 1) / 2;
         if beyond_f {
             self.tally.bump("runs-damage-beyond-f");
             if result.is_err() {
@@ -34,6 +37,15 @@ impl Cluster<'_> {
             self.tally.bump("runs-damage-within-f");
             if result.is_err() {
                 self.tally.bump("liveness-lost-within-f");
+                // Why, for the summary: a refusal (raft.meta, the state
+                // machine's snapshot), a node repairing, or neither.
+                let why = match self.liveness_excuse() {
+                    Some(excuse) if excuse.contains("never formed") => "never-formed",
+                    Some(excuse) if excuse.contains("repairing") => "repairing",
+                    Some(_) => "refused",
+                    None => "other",
+                };
+                self.tally.bump(&format!("liveness-lost-within-f-{why}"));
             }
         }
         match result {

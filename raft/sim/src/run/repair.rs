@@ -89,6 +89,9 @@ impl Cluster<'_> {
         let repairing = node.is_repairing();
         if !report.quarantined.is_empty() {
             self.tally.bump("nodes-repaired");
+            // Damage the disk's own faults left (a misdirected write while
+            // writing) counts against the f budget as the harness's does.
+            self.damaged.insert(id);
         }
         if report.resumed {
             self.tally.bump("repairs-resumed");
