@@ -55,9 +55,9 @@ impl Cluster<'_> {
         }
         let node = &self.nodes[&id];
         let report = node.repair.clone();
-        let Some(reach) = report.reach else {
+        if report.quarantined.is_empty() && report.reach.is_none() {
             return Ok(());
-        };
+        }
         for moved in &report.quarantined {
             self.trace.note(
                 id,
@@ -79,8 +79,14 @@ impl Cluster<'_> {
             .next_back()
             .map_or(after_purged, |index| index + 1);
         drop(probe);
+        // What the repair moved aside is lost to the node; whether that
+        // is safe is for the checkers of committed entries to say, and,
+        // when the store waits for a reach, for this property.
         let lost = claims.split_off(&lost_from);
-        if let Some((index, log_id)) = lost.iter().find(|(_, id)| Reach::of(*id) > reach) {
+        let reach = report.reach.unwrap_or(Reach { term: 0, index: 0 });
+        if let Some((index, log_id)) = lost.iter().find(|(_, id)| Reach::of(*id) > reach)
+            && report.reach.is_some()
+        {
             return Err(format!(
                 "repair: node {id} claimed {log_id} durable at index {index}, but its repair \
                  waits only for {reach} before it votes again"
