@@ -284,10 +284,7 @@ mod tests {
             vote: Some(Vote::new_committed(7, 2)),
             last_purged: Some(LogId::new(CommittedLeaderId::new(6, 1), 41)),
             anchor: Anchor { seq: 30, index: 42 },
-            repair: Some(crate::repair::Reach {
-                term: 7,
-                index: 50,
-            }),
+            repair: Some(crate::repair::Reach { term: 7, index: 50 }),
         }
     }
 
@@ -298,8 +295,7 @@ mod tests {
         let v1_body = postcard::to_allocvec(&(old.vote, old.last_purged, old.anchor)).unwrap();
         let mut bytes = encode(&old).unwrap()[..BODY_AT].to_vec();
         bytes[FORMAT_VERSION_AT..FORMAT_VERSION_AT + 4].copy_from_slice(&1u32.to_le_bytes());
-        bytes[BODY_LEN_AT..BODY_LEN_AT + 4]
-            .copy_from_slice(&(v1_body.len() as u32).to_le_bytes());
+        bytes[BODY_LEN_AT..BODY_LEN_AT + 4].copy_from_slice(&(v1_body.len() as u32).to_le_bytes());
         bytes[CRC_AT..CRC_AT + 4].copy_from_slice(&durlog::crc32c(&v1_body).to_le_bytes());
         bytes.extend_from_slice(&v1_body);
         assert_eq!(decode::<u64>(&bytes), Ok(old));

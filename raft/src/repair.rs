@@ -422,7 +422,10 @@ mod tests {
         let reach = Reach { term: 3, index: 10 };
         let id = |term, index| LogId::new(CommittedLeaderId::new(term, 1u64), index);
         assert!(reach.is_covered_by(Some(&id(3, 10))));
-        assert!(reach.is_covered_by(Some(&id(4, 2))), "a later term is ahead");
+        assert!(
+            reach.is_covered_by(Some(&id(4, 2))),
+            "a later term is ahead"
+        );
         assert!(!reach.is_covered_by(Some(&id(3, 9))));
         assert!(!reach.is_covered_by(Some(&id(2, 50))));
         assert!(!reach.is_covered_by::<u64>(None));
@@ -435,6 +438,9 @@ mod tests {
             Some(42)
         );
         assert_eq!(segment_seq(Path::new("/x/log/durlog.state")), None);
-        assert_eq!(segment_seq(Path::new("/x/log/0000000000000000004x.log")), None);
+        assert_eq!(
+            segment_seq(Path::new("/x/log/0000000000000000004x.log")),
+            None
+        );
     }
 }

@@ -149,8 +149,8 @@ impl Node {
         let store =
             LogStore::<SimConfig>::open_for_repair(vfs, Path::new(STORE_DIR), options, tuning)
                 .map_err(|error| StartError::of(&error, ""))?
-            .with_disk_work(DiskWork::Inline)
-            .with_leader_restore(false);
+                .with_disk_work(DiskWork::Inline)
+                .with_leader_restore(false);
         self.reset_probe(&store).map_err(StartError::Refused)?;
         self.repair = store.repair_report().clone();
         let gate = store.repair_gate();

@@ -238,15 +238,21 @@ impl Cluster<'_> {
                 ));
             }
         }
-        // With no node running, the voters the harness last asked for.
-        let configs: Vec<std::collections::BTreeSet<u64>> = match running {
-            Some(metrics) => metrics
-                .membership_config
-                .membership()
-                .get_joint_config()
-                .clone(),
-            None => vec![self.voters.iter().copied().collect()],
-        };
+        // Each running node's view of the membership (a candidate needs a
+        // majority of each configuration of its own view); with no node
+        // running, the voters the harness last asked for.
+        let mut views: Vec<Vec<std::collections::BTreeSet<u64>>> = self
+            .nodes
+            .values()
+            .filter_map(|node| node.raft())
+            .map(|raft| raft.metrics().borrow().membership_config.clone())
+            .map(|config| config.membership().get_joint_config().clone())
+            .filter(|configs| configs.iter().any(|voters| !voters.is_empty()))
+            .collect();
+        drop(running);
+        if views.is_empty() {
+            views.push(vec![self.voters.iter().copied().collect()]);
+        }
         // A repairing node grants no vote (durlog_raft::repair): as lost
         // to an election as one that refused to open.
         let refused = |id: &u64| match self.nodes.get(id) {
@@ -257,16 +263,24 @@ impl Cluster<'_> {
             },
             None => None,
         };
-        configs.iter().find_map(|voters| {
-            let lost: Vec<String> = voters.iter().filter_map(refused).collect();
-            (lost.len() * 2 >= voters.len()).then(|| {
-                format!(
-                    "{} of the {} voters {voters:?} refused to open: {}",
-                    lost.len(),
-                    voters.len(),
-                    lost.join("; ")
-                )
+        let lost_in = |configs: &Vec<std::collections::BTreeSet<u64>>| {
+            configs.iter().find_map(|voters| {
+                let lost: Vec<String> = voters.iter().filter_map(refused).collect();
+                (lost.len() * 2 >= voters.len()).then(|| {
+                    format!(
+                        "{} of the {} voters {voters:?} refused to open: {}",
+                        lost.len(),
+                        voters.len(),
+                        lost.join("; ")
+                    )
+                })
             })
-        })
+        };
+        // Excused if a configuration some running node holds lost a
+        // majority: with its membership in doubt (two views after a change
+        // that not every node saw), the views it rules can no longer elect,
+        // and a candidate of the other view needs the votes of nodes whose
+        // logs are ahead of its own.
+        views.iter().find_map(lost_in)
     }
 }

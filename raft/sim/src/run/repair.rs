@@ -143,7 +143,8 @@ impl Cluster<'_> {
             self.tally.add("repair-ms", took_ms);
             let bucket = bucket(watch.lost);
             self.tally.bump(&format!("repair-cost-lost-{bucket}-count"));
-            self.tally.add(&format!("repair-cost-lost-{bucket}-ms"), took_ms);
+            self.tally
+                .add(&format!("repair-cost-lost-{bucket}-ms"), took_ms);
             self.trace.note(
                 id,
                 format!(
@@ -217,12 +218,7 @@ fn segments_of(vfs: &durlog::vfs::SimVfs) -> Vec<PathBuf> {
 
 /// A write of some of the file's own bytes landed at the wrong offset in
 /// it, and was synced: what a misdirected write leaves at rest.
-fn misdirect(
-    vfs: &durlog::vfs::SimVfs,
-    path: &Path,
-    bytes: &[u8],
-    pick: u64,
-) -> Option<String> {
+fn misdirect(vfs: &durlog::vfs::SimVfs, path: &Path, bytes: &[u8], pick: u64) -> Option<String> {
     let len = bytes.len() as u64;
     let span = (64 + (pick >> 4) % 448).min(len);
     let from = (pick >> 12) % (len - span + 1);
