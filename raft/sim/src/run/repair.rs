@@ -176,7 +176,7 @@ impl Cluster<'_> {
         let path = match aim % 4 {
             1 if !sealed.is_empty() => sealed[(pick % sealed.len() as u64) as usize].clone(),
             1..=3 if last.is_some() => {
-                if aim % 4 == 3 && !sealed.is_empty() && pick % 2 == 0 {
+                if aim % 4 == 3 && !sealed.is_empty() && pick & 1 == 0 {
                     sealed[((pick >> 1) % sealed.len() as u64) as usize].clone()
                 } else {
                     last.clone().expect("a last segment")
