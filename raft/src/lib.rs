@@ -29,6 +29,7 @@
 //! streams) with an in-memory state machine, used by the tests, the
 //! three-node example and the benchmark.
 
+mod append;
 mod codec;
 pub mod events;
 pub mod mapping;
