@@ -33,6 +33,10 @@
 //! 4. The log opens again (another damaged segment further on repeats
 //!    this), keeping every entry before the damage.
 //!
+//! Damage anywhere else stays a refusal: durlog's bookkeeping files
+//! (`durlog.state`, its tables), `raft.meta` (below), and a directory
+//! whose segments are refused more than 1024 times in one open.
+//!
 //! The node then runs with its [`RepairGate`] closed: it must grant no
 //! vote and stand for no election. Entries arrive by ordinary replication
 //! (or a snapshot); once its last log id is at least the reach, the store
