@@ -95,7 +95,8 @@ fn damage(vfs: &SimVfs, rng: &mut ChaCha8Rng) -> bool {
     true
 }
 
-fn check_seed(seed: u64, rt: &tokio::runtime::Runtime) {
+/// True if the seed's damage needed a repair (durlog refused the log).
+fn check_seed(seed: u64, rt: &tokio::runtime::Runtime) -> bool {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let vfs = SimVfs::with_faults(seed, FaultConfig::none());
     let written: Vec<_> = (0..ENTRIES).map(|index| entry(1, index)).collect();
@@ -112,7 +113,7 @@ fn check_seed(seed: u64, rt: &tokio::runtime::Runtime) {
     let Err(_) = plain else {
         // durlog took the damage for a torn tail (the last record alone):
         // nothing to repair here (the cluster simulation excuses it).
-        return;
+        return false;
     };
     let mut store = open_for_repair(&vfs).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
     let report = store.repair_report().clone();
@@ -153,14 +154,17 @@ fn check_seed(seed: u64, rt: &tokio::runtime::Runtime) {
         "seed {seed}: durably"
     );
     assert_eq!(store.entries().unwrap().len() as u64, end, "seed {seed}");
+    true
 }
 
 #[test]
 fn a_damaged_log_is_repaired_not_refused() {
     let rt = runtime();
-    for seed in 0..200 {
-        check_seed(seed, &rt);
-    }
+    let repaired = (0..200).filter(|&seed| check_seed(seed, &rt)).count();
+    assert!(
+        repaired >= 100,
+        "only {repaired} of 200 seeds needed a repair"
+    );
 }
 
 #[test]
