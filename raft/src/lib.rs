@@ -20,15 +20,22 @@
 //!   file replacement at every commit, and a restarted node learns it from
 //!   the leader.
 //!
+//! - **Damage** (acknowledged entries unreadable) is refused by
+//!   [`LogStore::open_with`], and repaired by [`LogStore::open_for_repair`]:
+//!   the damaged part moved aside, the node out of elections until the
+//!   leader has sent it back. [`repair`] has the design and the argument.
+//!
 //! [`events`] is a ready-made type configuration (events appended to
 //! streams) with an in-memory state machine, used by the tests, the
 //! three-node example and the benchmark.
 
+mod append;
 mod codec;
 pub mod events;
 pub mod mapping;
 pub mod meta;
 mod reader;
+pub mod repair;
 pub mod snapshot_file;
 mod store;
 

@@ -16,10 +16,14 @@
 //! | offset | size | field |
 //! |---|---|---|
 //! | 0 | 8 | magic `DURLOGRF` |
-//! | 8 | 4 | format version, 1 |
+//! | 8 | 4 | format version, 2 |
 //! | 12 | 4 | body length `L` (u32) |
 //! | 16 | 4 | CRC-32C over the body |
-//! | 20 | `L` | body: postcard of `MetaBody` (vote, last purged log id, anchor) |
+//! | 20 | `L` | body: postcard of `MetaBody` (vote, last purged log id, anchor, repair) |
+//!
+//! Version 2 added `repair` (see [`crate::repair`]): how far the log
+//! reached before damage was moved aside, while the node catches up. A
+//! version 1 file (no such field) is read as one with no repair under way.
 //!
 //! Saving: write `raft.meta.new` (created new), `fdatasync` it, rename it
 //! over `raft.meta`, sync the directory; only then return. A crash leaves
@@ -38,6 +42,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::Error;
 use crate::mapping::Anchor;
+use crate::repair::Reach;
 
 /// The file's name in the store's directory.
 pub const META_FILE_NAME: &str = "raft.meta";
@@ -45,7 +50,9 @@ pub const META_FILE_NAME: &str = "raft.meta";
 pub const META_TEMP_NAME: &str = "raft.meta.new";
 
 const MAGIC: &[u8; 8] = b"DURLOGRF";
-const FORMAT_VERSION: u32 = 1;
+const FORMAT_VERSION: u32 = 2;
+/// The version before `repair` was added: still read.
+const FORMAT_VERSION_V1: u32 = 1;
 
 // The header's fields, each right after the one before (the table in the
 // module doc), then the body.
@@ -71,6 +78,19 @@ pub struct MetaBody<NID: NodeId> {
     pub last_purged: Option<LogId<NID>>,
     /// Where seqs and indexes meet (see `mapping`).
     pub anchor: Anchor,
+    /// While a repair is under way: how far the log reached before its
+    /// damaged part was moved aside. The node takes no part in elections
+    /// until its log reaches it again (see [`crate::repair`]).
+    pub repair: Option<Reach>,
+}
+
+/// A version 1 body: no `repair`.
+#[derive(Deserialize)]
+#[serde(bound = "")]
+struct MetaBodyV1<NID: NodeId> {
+    vote: Option<Vote<NID>>,
+    last_purged: Option<LogId<NID>>,
+    anchor: Anchor,
 }
 
 impl<NID: NodeId> Default for MetaBody<NID> {
@@ -79,6 +99,7 @@ impl<NID: NodeId> Default for MetaBody<NID> {
             vote: None,
             last_purged: None,
             anchor: Anchor::default(),
+            repair: None,
         }
     }
 }
@@ -184,7 +205,7 @@ pub fn decode<NID: NodeId>(bytes: &[u8]) -> Result<MetaBody<NID>, String> {
     if header.magic != *MAGIC {
         return Err("wrong magic".to_owned());
     }
-    if header.format_version != FORMAT_VERSION {
+    if header.format_version != FORMAT_VERSION && header.format_version != FORMAT_VERSION_V1 {
         return Err(format!(
             "format version {}, expected {FORMAT_VERSION}",
             header.format_version
@@ -200,7 +221,17 @@ pub fn decode<NID: NodeId>(bytes: &[u8]) -> Result<MetaBody<NID>, String> {
     if durlog::crc32c(body) != header.crc {
         return Err("checksum mismatch".to_owned());
     }
-    postcard::from_bytes(body).map_err(|error| format!("body does not decode: {error}"))
+    let undecodable = |error: postcard::Error| format!("body does not decode: {error}");
+    if header.format_version == FORMAT_VERSION_V1 {
+        let old: MetaBodyV1<NID> = postcard::from_bytes(body).map_err(undecodable)?;
+        return Ok(MetaBody {
+            vote: old.vote,
+            last_purged: old.last_purged,
+            anchor: old.anchor,
+            repair: None,
+        });
+    }
+    postcard::from_bytes(body).map_err(undecodable)
 }
 
 /// The header's fields as read, nothing checked yet.
@@ -253,7 +284,21 @@ mod tests {
             vote: Some(Vote::new_committed(7, 2)),
             last_purged: Some(LogId::new(CommittedLeaderId::new(6, 1), 41)),
             anchor: Anchor { seq: 30, index: 42 },
+            repair: Some(crate::repair::Reach { term: 7, index: 50 }),
         }
+    }
+
+    #[test]
+    fn a_version_1_file_reads_as_no_repair() {
+        let mut old = body();
+        old.repair = None;
+        let v1_body = postcard::to_allocvec(&(old.vote, old.last_purged, old.anchor)).unwrap();
+        let mut bytes = encode(&old).unwrap()[..BODY_AT].to_vec();
+        bytes[FORMAT_VERSION_AT..FORMAT_VERSION_AT + 4].copy_from_slice(&1u32.to_le_bytes());
+        bytes[BODY_LEN_AT..BODY_LEN_AT + 4].copy_from_slice(&(v1_body.len() as u32).to_le_bytes());
+        bytes[CRC_AT..CRC_AT + 4].copy_from_slice(&durlog::crc32c(&v1_body).to_le_bytes());
+        bytes.extend_from_slice(&v1_body);
+        assert_eq!(decode::<u64>(&bytes), Ok(old));
     }
 
     #[test]

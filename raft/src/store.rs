@@ -17,23 +17,23 @@
 //! truncation holds the view's write lock through its disk work, so no
 //! reader reads a record that is being replaced.
 
-use std::collections::VecDeque;
 use std::fmt;
 use std::marker::PhantomData;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
-use std::thread;
 
 use durlog::vfs::{PosixVfs, Vfs};
-use durlog::{Event, Expected, Log, Options, Tuning};
+use durlog::{Log, Options, Tuning};
 use openraft::storage::{LogFlushed, RaftLogStorage};
 use openraft::{
     AnyError, LogId, LogState, RaftLogId, RaftTypeConfig, StorageError, StorageIOError, Vote,
 };
 
+use crate::append::append_records;
 use crate::mapping::Anchor;
 use crate::meta::{MetaBody, MetaFile};
 use crate::reader::{LogReader, read_entries};
+use crate::repair::{self, RepairGate, RepairReport};
 use crate::{Error, codec};
 
 /// The durlog log's directory inside the store's.
@@ -102,6 +102,10 @@ pub struct LogStore<C: RaftTypeConfig> {
     disk_work: DiskWork,
     /// See [`LogStore::with_leader_restore`].
     leader_restore: bool,
+    /// Closed while a repair is under way (see [`crate::repair`]).
+    gate: Arc<RepairGate>,
+    /// What the open found and did.
+    repair: RepairReport,
     _config: PhantomData<C>,
 }
 
@@ -166,13 +170,54 @@ impl<C: RaftTypeConfig> LogStore<C> {
         let dir = dir.as_ref();
         vfs.create_dir_all(dir)?;
         let meta = MetaFile::<C::NodeId>::load(Arc::clone(&vfs), dir)?;
+        if meta.body().repair.is_some() {
+            return Err(Error::Inconsistent(format!(
+                "{}: a repair is under way; open it with LogStore::open_for_repair",
+                dir.display()
+            )));
+        }
         let log = Log::open_tuned(vfs, dir.join(LOG_DIR_NAME), options, tuning)?;
+        LogStore::assemble(log, meta, RepairReport::default())
+    }
+
+    /// [`LogStore::open_with`], but a log whose acknowledged entries are
+    /// damaged opens for repair instead of being refused: see
+    /// [`crate::repair`]. The caller must keep the node out of elections
+    /// while [`LogStore::repair_gate`] says so (its network sends and
+    /// answers no vote request); `raft.meta` damaged is still refused.
+    pub fn open_for_repair(
+        vfs: Arc<dyn Vfs>,
+        dir: impl AsRef<Path>,
+        options: Options,
+        tuning: Tuning,
+    ) -> Result<LogStore<C>, Error> {
+        let dir = dir.as_ref();
+        vfs.create_dir_all(dir)?;
+        let mut meta = MetaFile::<C::NodeId>::load(Arc::clone(&vfs), dir)?;
+        let mut report = RepairReport {
+            resumed: meta.body().repair.is_some(),
+            ..RepairReport::default()
+        };
+        let log = repair::open_log::<C>(&vfs, dir, &mut meta, &options, tuning, &mut report)?;
+        let mut body = meta.body().clone();
+        if body.repair.is_some() && log.last_seq() + 1 < body.anchor.seq {
+            // Every record from the anchor on went aside: the next entry,
+            // at the anchor's index, goes in the next record.
+            body.anchor = crate::mapping::Anchor::next(log.last_seq(), body.anchor.index);
+            meta.save(body)?;
+        }
+        report.reach = meta.body().repair;
+        LogStore::assemble(log, meta, report)
+    }
+
+    fn assemble(log: Log, meta: MetaFile<C::NodeId>, repair: RepairReport) -> Result<Self, Error> {
         let body = meta.body().clone();
         let view = recover_view::<C>(&log, &body)?;
         if body.last_purged.is_some() {
             log.purge_before(purge_target(&view))?;
         }
-        Ok(LogStore {
+        let store = LogStore {
+            gate: Arc::new(RepairGate::new(body.repair.is_some())),
             shared: Arc::new(Shared {
                 log,
                 view: RwLock::new(view),
@@ -180,8 +225,48 @@ impl<C: RaftTypeConfig> LogStore<C> {
             meta: Arc::new(Mutex::new(meta)),
             disk_work: DiskWork::default(),
             leader_restore: true,
+            repair,
             _config: PhantomData,
-        })
+        };
+        store.finish_repair_if_reached()?;
+        Ok(store)
+    }
+
+    /// The gate the node's network consults: closed while a repair is
+    /// under way.
+    pub fn repair_gate(&self) -> Arc<RepairGate> {
+        Arc::clone(&self.gate)
+    }
+
+    /// What this store's open repaired (empty if nothing was damaged).
+    pub fn repair_report(&self) -> &RepairReport {
+        &self.repair
+    }
+
+    /// Ends a repair whose reach the log holds again: the reach cleared in
+    /// `raft.meta` durably, and only then the gate opened.
+    fn finish_repair_if_reached(&self) -> Result<(), Error> {
+        if self.gate.allows_elections() {
+            return Ok(());
+        }
+        let last = read(&self.shared.view).last_log_id.clone();
+        let mut meta = lock(&self.meta);
+        let Some(reach) = meta.body().repair else {
+            return Ok(());
+        };
+        if !reach.is_covered_by(last.as_ref()) {
+            return Ok(());
+        }
+        let mut body = meta.body().clone();
+        body.repair = None;
+        meta.save(body)?;
+        self.gate.open();
+        tracing::warn!(
+            "durlog-raft: {}: repaired, the log reaches {reach} again; the node takes part in \
+             elections",
+            self.shared.log.dir().display()
+        );
+        Ok(())
     }
 
     /// With `false`, a restarted node does not resume leadership at once:
@@ -276,7 +361,8 @@ impl<C: RaftTypeConfig> LogStore<C> {
             let last = entries[appended - 1].get_log_id().clone();
             write(&self.shared.view).last_log_id = Some(last);
         }
-        outcome
+        outcome?;
+        self.finish_repair_if_reached()
     }
 
     /// The anchor an append starting at `first_index` goes by: the view's,
@@ -340,9 +426,9 @@ impl<C: RaftTypeConfig> LogStore<C> {
             }
             view.last_purged = Some(log_id.clone());
             let body = MetaBody {
-                vote: meta.body().vote.clone(),
                 last_purged: Some(log_id.clone()),
                 anchor: view.anchor,
+                ..meta.body().clone()
             };
             meta.save(body)?;
             let target = purge_target(&view);
@@ -423,65 +509,6 @@ fn recover_view<C: RaftTypeConfig>(
     Ok(view)
 }
 
-/// Appends one record per event from `first_seq` on, all queued first so
-/// that they share group commits, and waits for every outcome. Returns how
-/// many were appended durably (a prefix) and the first error.
-fn append_records(log: &Log, first_seq: u64, events: Vec<Event>) -> (usize, Result<(), Error>) {
-    let mut tickets = VecDeque::with_capacity(events.len());
-    for (offset, event) in events.iter().enumerate() {
-        let seq = first_seq + offset as u64;
-        // The log's only stream: its version is the last record's seq, so
-        // `Exact` refuses a record that would land at another seq.
-        let expected = Expected::Exact(seq - 1);
-        match log.submit(codec::STREAM, expected, std::slice::from_ref(event)) {
-            Ok(ticket) => tickets.push_back((ticket, seq)),
-            Err(error) => {
-                drain(log, &mut tickets);
-                return (0, Err(error.into()));
-            }
-        }
-    }
-    let mut appended = 0;
-    while let Some(&(ticket, seq)) = tickets.front() {
-        let Some(outcome) = log.take_outcome(ticket) else {
-            wait_for_group(log);
-            continue;
-        };
-        tickets.pop_front();
-        match outcome {
-            Ok(version) => {
-                assert_eq!(version, seq, "a record acknowledged at another seq");
-                appended += 1;
-            }
-            Err(error) => {
-                drain(log, &mut tickets);
-                return (appended, Err(error.into()));
-            }
-        }
-    }
-    (appended, Ok(()))
-}
-
-/// Commits the next group on this thread (no other thread appends to the
-/// store's log, but a group in flight from an earlier call may finish).
-fn wait_for_group(log: &Log) {
-    if log.commit_next_group() == 0 {
-        thread::yield_now();
-    }
-}
-
-/// Collects the outcomes of queued appends after a failure (each fails,
-/// its expected version being wrong once an earlier one failed).
-fn drain(log: &Log, tickets: &mut VecDeque<(durlog::Ticket, u64)>) {
-    while let Some(&(ticket, _)) = tickets.front() {
-        if log.take_outcome(ticket).is_some() {
-            tickets.pop_front();
-        } else {
-            wait_for_group(log);
-        }
-    }
-}
-
 fn storage_error<NID: openraft::NodeId>(
     error: Error,
     make: fn(AnyError) -> StorageIOError<NID>,
@@ -508,7 +535,8 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for LogStore<C> {
 
     async fn read_vote(&mut self) -> Result<Option<Vote<C::NodeId>>, StorageError<C::NodeId>> {
         let vote = self.state().0;
-        if self.leader_restore {
+        // A repairing node must not resume leadership (crate::repair).
+        if self.leader_restore && self.gate.allows_elections() {
             return Ok(vote);
         }
         Ok(vote.map(|vote| {
@@ -546,6 +574,7 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for LogStore<C> {
     async fn purge(&mut self, log_id: LogId<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
         self.purge_durably(log_id)
             .await
+            .and_then(|()| self.finish_repair_if_reached())
             .map_err(|error| storage_error(error, StorageIOError::write_logs))
     }
 }

@@ -48,6 +48,16 @@ P = [
  (STORE, "    view.last_log_id = last_entry::<C>(log, &view)?.or(view.last_purged.clone());\n    if !view.is_empty()",
          "    view.last_log_id = last_entry::<C>(log, &view)?;\n    if !view.is_empty()"),
 ]),
+("08-truncate-and-rejoin", "The naive recovery 'truncate at the damage and rejoin': the damaged log cut at the damage, and the node votes at once (no reach kept, so no gate)", [
+ ("raft/src/repair.rs", "    body.repair = body.repair.max(Some(reach));", "    body.repair = None;"),
+]),
+("09-delete-and-rejoin", "The naive recovery 'delete the damaged segments and rejoin': the damaged segment removed whole with every later one, and the node votes at once (no reach kept, so no gate)", [
+ ("raft/src/repair.rs", "    body.repair = body.repair.max(Some(reach));", "    body.repair = None;"),
+ ("raft/src/repair.rs", "        if *seq == damaged_seq && offset > 0 {", "        if *seq == damaged_seq && offset > u64::MAX - 1 {"),
+]),
+("10-reach-ignores-later-segments", "The repair's reach read from the damaged segment only, not the later ones", [
+ ("raft/src/repair.rs", "    let reach = reach_of::<C>(meta.body(), &contents, offset);", "    let reach = reach_of::<C>(meta.body(), &contents[..1], offset);"),
+]),
 ]
 
 def main():

@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use durlog_raft::events::NodeId;
+use durlog_raft::repair::RepairGate;
 use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError};
 use openraft::network::RPCOption;
 use openraft::raft::{
@@ -77,12 +78,17 @@ pub struct NetCounts {
     pub detoured: u64,
     pub votes_granted: u64,
     pub votes_refused: u64,
+    /// Vote requests a repairing node did not send, or did not answer.
+    pub votes_withheld_repairing: u64,
 }
 
 struct State {
     config: NetConfig,
     rng: ChaCha8Rng,
     nodes: BTreeMap<NodeId, Node>,
+    /// Each running node's repair gate: a repairing node sends and answers
+    /// no vote request (durlog_raft::repair).
+    gates: BTreeMap<NodeId, Arc<RepairGate>>,
     /// Directed links that drop every message: (from, to).
     cut: BTreeSet<(NodeId, NodeId)>,
     counts: NetCounts,
@@ -113,6 +119,7 @@ impl Network {
                 config,
                 rng: ChaCha8Rng::seed_from_u64(seed),
                 nodes: BTreeMap::new(),
+                gates: BTreeMap::new(),
                 cut: BTreeSet::new(),
                 counts: NetCounts::default(),
                 grants: BTreeMap::new(),
@@ -127,13 +134,29 @@ impl Network {
     }
 
     /// Makes `node` reachable as `id`.
-    pub fn attach(&self, id: NodeId, node: Node) {
-        self.lock().nodes.insert(id, node);
+    pub fn attach(&self, id: NodeId, node: Node, gate: Arc<RepairGate>) {
+        let mut state = self.lock();
+        state.nodes.insert(id, node);
+        state.gates.insert(id, gate);
     }
 
     /// Makes `id` unreachable (its process is down); returns its handle.
     pub fn detach(&self, id: NodeId) -> Option<Node> {
-        self.lock().nodes.remove(&id)
+        let mut state = self.lock();
+        state.gates.remove(&id);
+        state.nodes.remove(&id)
+    }
+
+    /// True if node `id` runs and repairs: it takes no part in elections.
+    /// Counts a vote request withheld if so.
+    fn withholds_votes(&self, id: NodeId) -> bool {
+        let mut state = self.lock();
+        let repairing = state
+            .gates
+            .get(&id)
+            .is_some_and(|gate| !gate.allows_elections());
+        state.counts.votes_withheld_repairing += u64::from(repairing);
+        repairing
     }
 
     /// The running node `id`.
@@ -431,8 +454,24 @@ impl RaftNetwork<SimConfig> for Connection {
         request: VoteRequest<NodeId>,
         option: RPCOption,
     ) -> RpcResult<VoteResponse<NodeId>, RaftError<NodeId>> {
-        let deliver = |node: Node, request| async move { node.vote(request).await };
         let (from, to, ttl) = (self.from, self.to, option.hard_ttl());
+        if self.network.withholds_votes(from) {
+            // Stands for no election: its vote requests never leave.
+            let error = std::io::Error::other("repairing: no vote request sent");
+            return Err(RPCError::Network(NetworkError::new(&error)));
+        }
+        let network = self.network.clone();
+        // Grants no vote: a request reaching a repairing node (checked on
+        // arrival, the process it reaches) is never answered.
+        let deliver = move |node: Node, request| {
+            let network = network.clone();
+            async move {
+                if network.withholds_votes(to) {
+                    std::future::pending::<()>().await;
+                }
+                node.vote(request).await
+            }
+        };
         let asked = request.vote;
         let response = self
             .network

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use durlog::vfs::{FaultConfig, SimVfs};
 use durlog::{NextSegment, Options, Tuning};
 use durlog_raft::events::{NodeId, StateMachine};
+use durlog_raft::repair::{RepairGate, RepairReport};
 use durlog_raft::{DiskWork, LogStore};
 use openraft::{Config, Raft};
 
@@ -69,6 +70,13 @@ pub struct Node {
     pub boots: u64,
     /// durlog's segment size for this node's log.
     pub segment_bytes: u64,
+    /// The running store's repair gate (closed while it repairs).
+    pub gate: Option<Arc<RepairGate>>,
+    /// What the last start's open repaired.
+    pub repair: RepairReport,
+    /// Damage the harness wrote to this disk itself (misdirected writes at
+    /// rest), which the disk's own fault log does not hold.
+    pub injected: Vec<String>,
 }
 
 impl Node {
@@ -84,6 +92,9 @@ impl Node {
             machine: None,
             boots: 0,
             segment_bytes,
+            gate: None,
+            repair: RepairReport::default(),
+            injected: Vec::new(),
         }
     }
 
@@ -96,6 +107,15 @@ impl Node {
 
     pub fn is_up(&self) -> bool {
         matches!(self.status, Status::Up(_))
+    }
+
+    /// True while the running store repairs (out of elections).
+    pub fn is_repairing(&self) -> bool {
+        self.is_up()
+            && self
+                .gate
+                .as_ref()
+                .is_some_and(|gate| !gate.allows_elections())
     }
 
     fn options(&self) -> (Options, Tuning) {
@@ -126,11 +146,14 @@ impl Node {
     ) -> Result<(), StartError> {
         let (options, tuning) = self.options();
         let vfs: Arc<dyn durlog::vfs::Vfs> = Arc::new(self.vfs.clone());
-        let store = LogStore::<SimConfig>::open_with(vfs, Path::new(STORE_DIR), options, tuning)
-            .map_err(|error| StartError::of(&error, ""))?
-            .with_disk_work(DiskWork::Inline)
-            .with_leader_restore(false);
+        let store =
+            LogStore::<SimConfig>::open_for_repair(vfs, Path::new(STORE_DIR), options, tuning)
+                .map_err(|error| StartError::of(&error, ""))?
+                .with_disk_work(DiskWork::Inline)
+                .with_leader_restore(false);
         self.reset_probe(&store).map_err(StartError::Refused)?;
+        self.repair = store.repair_report().clone();
+        let gate = store.repair_gate();
         let vfs: Arc<dyn durlog::vfs::Vfs> = Arc::new(self.vfs.clone());
         let machine = StateMachine::<SimConfig>::durable(vfs, Path::new(STORE_DIR))
             .map_err(|error| StartError::of(&error, "the state machine's snapshot: "))?;
@@ -149,7 +172,10 @@ impl Node {
         };
         let id = self.id;
         let raft = boot(exec, id, config, factory, store, machine).map_err(StartError::Io)?;
-        network.attach(id, raft.clone());
+        // A repairing node stands for no election (durlog_raft::repair).
+        raft.runtime_config().elect(gate.allows_elections());
+        network.attach(id, raft.clone(), Arc::clone(&gate));
+        self.gate = Some(gate);
         self.status = Status::Up(raft);
         self.boots += 1;
         Ok(())

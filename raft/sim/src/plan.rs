@@ -121,7 +121,10 @@ pub enum Action {
         down_ms: u64,
     },
     /// One durable bit of `node`'s disk flipped (at its next restart).
-    BitRot { node: u64 },
+    ///
+    /// `aim` picks what (see `run/repair.rs`): any durable file, a sealed
+    /// segment, the last segment, or a misdirected write over a segment.
+    BitRot { node: u64, aim: u64 },
     /// The spare `node` joins as a learner.
     AddLearner { node: u64 },
     /// The learner `node` becomes a voter.
@@ -140,7 +143,7 @@ impl Action {
             | Action::Purge { node }
             | Action::Kill { node, .. }
             | Action::PowerLoss { node, .. }
-            | Action::BitRot { node }
+            | Action::BitRot { node, .. }
             | Action::AddLearner { node }
             | Action::Promote { node }
             | Action::RemoveVoter { node } => Some(*node),
@@ -438,6 +441,7 @@ fn workload_mix(rng: &mut ChaCha8Rng, classes: &BTreeSet<FaultClass>) -> Mix {
     weights.push(
         (fault(FaultClass::BitRot, rng), |rng, plan| Action::BitRot {
             node: node_of(rng, plan),
+            aim: rng.random(),
         }),
     );
     Mix { weights }
@@ -488,7 +492,7 @@ fn draw_steps(rng: &mut ChaCha8Rng, plan: &Plan) -> Vec<Step> {
         for (weight, make) in &mix.weights {
             if roll < *weight {
                 let action = make(rng, plan);
-                if let Action::BitRot { node } = action
+                if let Action::BitRot { node, .. } = action
                     && !rotted.contains(&node)
                 {
                     if rotted.len() as u64 >= rot_max {

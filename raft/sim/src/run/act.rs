@@ -62,12 +62,14 @@ impl Cluster<'_> {
             Err(StartError::Refused(why)) => {
                 self.trace.note(id, format!("Open refused: {why}"));
                 self.tally.bump("open-refused");
+                self.damaged.insert(id);
                 let node = self.nodes.get_mut(&id).expect("node");
                 node.status = Status::Refused(why);
                 return Ok(());
             }
         }
         self.trace.note(id, "up");
+        self.repaired_start(id, &mut claims)?;
         let node = &self.nodes[&id];
         let state = node.machine.as_ref().expect("started").applied();
         if !first_boot && self.excused.is_none() {
@@ -90,9 +92,12 @@ impl Cluster<'_> {
     /// assumes stable storage, so from then on the node's amnesia excuses
     /// every violation, and the excuse names the fault.
     fn amnesia(&mut self, id: u64, violation: Violation) -> Result<(), Violation> {
-        let damage = self.nodes[&id].vfs.damage();
-        let Some(fault) = damage.first() else {
-            return Err(violation);
+        let node = &self.nodes[&id];
+        let damage = node.vfs.damage();
+        let fault = match (damage.first(), node.injected.first()) {
+            (Some(fault), _) => format!("{fault}"),
+            (None, Some(injected)) => injected.clone(),
+            (None, None) => return Err(violation),
         };
         let excuse = format!(
             "node {id}'s disk lost acknowledged data to {fault} (outside Raft's model: stable \
@@ -138,6 +143,7 @@ impl Cluster<'_> {
     /// Every per-instant check (see `check.rs`); once a node's amnesia is
     /// excused, only the liveness phase still counts.
     pub(super) fn check(&mut self) -> Result<(), Violation> {
+        self.track_repairs();
         if self.excused.is_some() {
             return Ok(());
         }
@@ -228,6 +234,8 @@ impl Cluster<'_> {
                 self.write(*client, *stream, *expect, *via);
             }
             Action::Read { client, stream } => self.read(*client, *stream),
+            // The operator never forces a repairing node into an election.
+            Action::Elect { node } if self.nodes[node].is_repairing() => {}
             Action::Elect { node } => self.trigger(*node, |raft| async move {
                 let _ = raft.trigger().elect().await;
             }),
@@ -266,7 +274,7 @@ impl Cluster<'_> {
                     self.nodes[node].vfs.crash_after_ops(*after_ops);
                 }
             }
-            Action::BitRot { node } => self.bit_rot(*node),
+            Action::BitRot { node, aim } => self.bit_rot(*node, *aim),
             Action::AddLearner { node } => self.add_learner(*node)?,
             Action::Promote { node } => self.promote(*node),
             Action::RemoveVoter { node } => self.remove_voter(*node),
@@ -322,17 +330,19 @@ impl Cluster<'_> {
         self.schedule(heal_ms, Later::Heal(links));
     }
 
-    fn bit_rot(&mut self, id: u64) {
+    fn bit_rot(&mut self, id: u64, aim: u64) {
         let node = self.nodes.get_mut(&id).expect("node");
         if !node.is_up() {
             return;
         }
         node.kill(&self.exec, &self.net);
-        let damage = node.vfs.flip_random_bit_at_rest();
+        let damage = self.damage_at_rest(id, aim);
+        let kind = ["any-file", "sealed", "last", "misdirected"][(aim % 4) as usize];
         self.tally.bump("bit-rot");
+        self.tally.bump(&format!("damage-at-rest-{kind}"));
         self.trace.note(
             id,
-            format!("bit flipped at rest: {damage:?}; restarts in 50 ms"),
+            format!("damage at rest ({kind}): {damage:?}; restarts in 50 ms"),
         );
         self.schedule(50, Later::Restart(id));
     }

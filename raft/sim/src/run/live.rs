@@ -23,6 +23,31 @@ impl Cluster<'_> {
         let deadline = started + self.plan.liveness_ms * NS_PER_MS;
         let result = self.converge(deadline);
         let took_ms = (self.exec.now_ns() - started) / NS_PER_MS;
+        self.count_unfinished_repairs();
+        // f of the voters the harness last asked for (removals and
+        // promotions change it), counting the damaged among them.
+        let damaged_voters = self.voters.iter().filter(|id| self.damaged.contains(id));
+        let beyond_f = damaged_voters.count() > (self.voters.len() - 1) / 2;
+        if beyond_f {
+            self.tally.bump("runs-damage-beyond-f");
+            if result.is_err() {
+                self.tally.bump("liveness-lost-beyond-f");
+            }
+        } else if !self.damaged.is_empty() {
+            self.tally.bump("runs-damage-within-f");
+            if result.is_err() {
+                self.tally.bump("liveness-lost-within-f");
+                // Why, for the summary: a refusal (raft.meta, the state
+                // machine's snapshot), a node repairing, or neither.
+                let why = match self.liveness_excuse() {
+                    Some(excuse) if excuse.contains("never formed") => "never-formed",
+                    Some(excuse) if excuse.contains("repairing") => "repairing",
+                    Some(_) => "refused",
+                    None => "other",
+                };
+                self.tally.bump(&format!("liveness-lost-within-f-{why}"));
+            }
+        }
         match result {
             Ok(()) => {
                 self.tally.bump("liveness-phases-passed");
@@ -197,6 +222,11 @@ impl Cluster<'_> {
                 .iter()
                 .filter_map(|(id, node)| match &node.status {
                     Status::Refused(why) => Some(format!("node {id}: {why}")),
+                    // Its damaged log held the membership: no node has it
+                    // to send back.
+                    Status::Up(_) if node.is_repairing() => {
+                        Some(format!("node {id}: repairing, its damaged log held it"))
+                    }
                     _ => None,
                 })
                 .collect();
@@ -208,29 +238,49 @@ impl Cluster<'_> {
                 ));
             }
         }
-        // With no node running, the voters the harness last asked for.
-        let configs: Vec<std::collections::BTreeSet<u64>> = match running {
-            Some(metrics) => metrics
-                .membership_config
-                .membership()
-                .get_joint_config()
-                .clone(),
-            None => vec![self.voters.iter().copied().collect()],
+        // Each running node's view of the membership (a candidate needs a
+        // majority of each configuration of its own view); with no node
+        // running, the voters the harness last asked for.
+        let mut views: Vec<Vec<std::collections::BTreeSet<u64>>> = self
+            .nodes
+            .values()
+            .filter_map(|node| node.raft())
+            .map(|raft| raft.metrics().borrow().membership_config.clone())
+            .map(|config| config.membership().get_joint_config().clone())
+            .filter(|configs| configs.iter().any(|voters| !voters.is_empty()))
+            .collect();
+        drop(running);
+        if views.is_empty() {
+            views.push(vec![self.voters.iter().copied().collect()]);
+        }
+        // A repairing node grants no vote (durlog_raft::repair): as lost
+        // to an election as one that refused to open.
+        let refused = |id: &u64| match self.nodes.get(id) {
+            Some(node) if node.is_repairing() => Some(format!("node {id}: repairing")),
+            Some(node) => match &node.status {
+                Status::Refused(why) => Some(format!("node {id}: {why}")),
+                _ => None,
+            },
+            None => None,
         };
-        let refused = |id: &u64| match self.nodes.get(id).map(|node| &node.status) {
-            Some(Status::Refused(why)) => Some(format!("node {id}: {why}")),
-            _ => None,
-        };
-        configs.iter().find_map(|voters| {
-            let lost: Vec<String> = voters.iter().filter_map(refused).collect();
-            (lost.len() * 2 >= voters.len()).then(|| {
-                format!(
-                    "{} of the {} voters {voters:?} refused to open: {}",
-                    lost.len(),
-                    voters.len(),
-                    lost.join("; ")
-                )
+        let lost_in = |configs: &Vec<std::collections::BTreeSet<u64>>| {
+            configs.iter().find_map(|voters| {
+                let lost: Vec<String> = voters.iter().filter_map(refused).collect();
+                (lost.len() * 2 >= voters.len()).then(|| {
+                    format!(
+                        "{} of the {} voters {voters:?} refused to open: {}",
+                        lost.len(),
+                        voters.len(),
+                        lost.join("; ")
+                    )
+                })
             })
-        })
+        };
+        // Excused if a configuration some running node holds lost a
+        // majority: with its membership in doubt (two views after a change
+        // that not every node saw), the views it rules can no longer elect,
+        // and a candidate of the other view needs the votes of nodes whose
+        // logs are ahead of its own.
+        views.iter().find_map(lost_in)
     }
 }

@@ -6,8 +6,9 @@
 mod act;
 mod client;
 mod live;
+mod repair;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex};
 
@@ -82,6 +83,10 @@ pub(crate) struct Cluster<'p> {
     initialize_asked_ns: u64,
     /// The index of the last action performed.
     step: usize,
+    /// Nodes under repair (see `repair.rs`).
+    repairs: BTreeMap<u64, repair::Watch>,
+    /// Nodes whose disk the harness damaged at rest.
+    damaged: BTreeSet<u64>,
 }
 
 /// Runs `plan` (its actions where `keep` says, all if `None`); keeps the
@@ -179,6 +184,8 @@ impl<'p> Cluster<'p> {
             initialized: Arc::default(),
             initialize_asked_ns: 0,
             step: 0,
+            repairs: BTreeMap::new(),
+            damaged: BTreeSet::new(),
         }
     }
 
@@ -338,6 +345,7 @@ impl<'p> Cluster<'p> {
             ("messages-detoured", net.detoured),
             ("votes-granted", net.votes_granted),
             ("votes-refused", net.votes_refused),
+            ("votes-withheld-repairing", net.votes_withheld_repairing),
         ] {
             self.tally.add(name, count);
         }

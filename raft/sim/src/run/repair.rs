@@ -1,0 +1,243 @@
+//! Damage at rest and the repairs that follow (durlog_raft::repair): the
+//! harness damages a stopped node's segments (a bit flipped in a sealed or
+//! the last segment, a misdirected write), the node's store opens for
+//! repair, and this watches it until it votes again.
+//!
+//! The durability check after a restart takes the store's word for what a
+//! repair lost (the entries from the first index its log no longer holds)
+//! only under one condition, a property of its own: every entry the node
+//! claimed durable there is within the reach the store waits for. The
+//! other checkers (committed entries, state machines, clients, liveness)
+//! are unchanged: a repair that lets the node vote too early loses
+//! committed entries there.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use durlog::vfs::{FaultConfig, OpenMode, Vfs};
+use durlog_raft::repair::Reach;
+use openraft::LogId;
+
+use super::Cluster;
+use crate::check::Violation;
+use crate::node::STORE_DIR;
+
+const NS_PER_MS: u64 = 1_000_000;
+
+/// A node under repair.
+pub(crate) struct Watch {
+    since_ns: u64,
+    lost: u64,
+    lost_from: u64,
+    reach: Reach,
+}
+
+/// The bucket of a repair's cost by the entries it lost.
+fn bucket(lost: u64) -> &'static str {
+    match lost {
+        0 => "0",
+        1..=9 => "1-9",
+        10..=99 => "10-99",
+        _ => "100+",
+    }
+}
+
+impl Cluster<'_> {
+    /// After node `id` started: what its open repaired. Drops the claims a
+    /// repair lost (checking the reach covers them) and starts the watch.
+    pub(super) fn repaired_start(
+        &mut self,
+        id: u64,
+        claims: &mut BTreeMap<u64, LogId<u64>>,
+    ) -> Result<(), Violation> {
+        if self.repairs.remove(&id).is_some() {
+            self.tally.bump("repairs-interrupted-by-crash");
+        }
+        let node = &self.nodes[&id];
+        let report = node.repair.clone();
+        if report.quarantined.is_empty() && report.reach.is_none() {
+            return Ok(());
+        }
+        for moved in &report.quarantined {
+            self.trace.note(
+                id,
+                format!(
+                    "repair: {} damaged at {} ({}), moved to {}; reach {}",
+                    moved.file.display(),
+                    moved.offset,
+                    moved.reason,
+                    moved.dir.display(),
+                    moved.reach
+                ),
+            );
+        }
+        let probe = node.probe.lock();
+        let after_purged = probe.last_purged.map_or(0, |purged| purged.index + 1);
+        let lost_from = probe
+            .log
+            .keys()
+            .next_back()
+            .map_or(after_purged, |index| index + 1);
+        drop(probe);
+        // What the repair moved aside is lost to the node; whether that
+        // is safe is for the checkers of committed entries to say, and,
+        // when the store waits for a reach, for this property.
+        let lost = claims.split_off(&lost_from);
+        let reach = report.reach.unwrap_or(Reach { term: 0, index: 0 });
+        if let Some((index, log_id)) = lost.iter().find(|(_, id)| Reach::of(*id) > reach)
+            && report.reach.is_some()
+        {
+            return Err(format!(
+                "repair: node {id} claimed {log_id} durable at index {index}, but its repair \
+                 waits only for {reach} before it votes again"
+            ));
+        }
+        let repairing = node.is_repairing();
+        if !report.quarantined.is_empty() {
+            self.tally.bump("nodes-repaired");
+            // Damage the disk's own faults left (a misdirected write while
+            // writing) counts against the f budget as the harness's does.
+            self.damaged.insert(id);
+        }
+        if report.resumed {
+            self.tally.bump("repairs-resumed");
+        }
+        self.tally.add("entries-lost-to-damage", lost.len() as u64);
+        if repairing {
+            let since_ns = self.exec.now_ns();
+            let lost = lost.len() as u64;
+            self.repairs.insert(
+                id,
+                Watch {
+                    since_ns,
+                    lost,
+                    lost_from,
+                    reach,
+                },
+            );
+        } else {
+            self.tally.bump("repairs-done-at-open");
+        }
+        Ok(())
+    }
+
+    /// Ends the watch of every node whose repair finished: counted, with
+    /// its cost (simulated time from the restart to voting again).
+    pub(super) fn track_repairs(&mut self) {
+        let done: Vec<u64> = self
+            .repairs
+            .keys()
+            .copied()
+            .filter(|id| self.nodes[id].is_up() && !self.nodes[id].is_repairing())
+            .collect();
+        let now_ns = self.exec.now_ns();
+        for id in done {
+            let watch = self.repairs.remove(&id).expect("watched");
+            if let Some(raft) = self.nodes[&id].raft() {
+                raft.runtime_config().elect(true);
+            }
+            let took_ms = (now_ns - watch.since_ns) / NS_PER_MS;
+            let refetched = (watch.reach.index + 1).saturating_sub(watch.lost_from);
+            self.tally.bump("repairs-completed");
+            self.tally.add("entries-refetched", refetched);
+            self.tally.add("repair-ms", took_ms);
+            let bucket = bucket(watch.lost);
+            self.tally.bump(&format!("repair-cost-lost-{bucket}-count"));
+            self.tally
+                .add(&format!("repair-cost-lost-{bucket}-ms"), took_ms);
+            self.trace.note(
+                id,
+                format!(
+                    "repaired in {took_ms} ms ({} entries lost, reach {})",
+                    watch.lost, watch.reach
+                ),
+            );
+        }
+    }
+
+    /// At the end of a run: repairs still under way.
+    pub(super) fn count_unfinished_repairs(&mut self) {
+        let unfinished = self.repairs.len() as u64;
+        self.tally.add("repairs-unfinished", unfinished);
+    }
+
+    /// Damages stopped node `id`'s disk at rest as `aim` says: a bit of any
+    /// durable file (0), of a sealed segment (1), of the last one (2), or a
+    /// misdirected write over a segment (3). `None` if nothing to damage.
+    pub(super) fn damage_at_rest(&mut self, id: u64, aim: u64) -> Option<String> {
+        self.damaged.insert(id);
+        let node = self.nodes.get_mut(&id).expect("node");
+        let segments = segments_of(&node.vfs);
+        let pick = aim >> 2;
+        let (sealed, last) = match segments.split_last() {
+            Some((last, sealed)) => (sealed.to_vec(), Some(last.clone())),
+            None => (Vec::new(), None),
+        };
+        let path = match aim % 4 {
+            1 if !sealed.is_empty() => sealed[(pick % sealed.len() as u64) as usize].clone(),
+            1..=3 if last.is_some() => {
+                if aim % 4 == 3 && !sealed.is_empty() && pick & 1 == 0 {
+                    sealed[((pick >> 1) % sealed.len() as u64) as usize].clone()
+                } else {
+                    last.clone().expect("a last segment")
+                }
+            }
+            _ => return node.vfs.flip_random_bit_at_rest().map(|d| format!("{d:?}")),
+        };
+        let bytes = node.vfs.durable_contents(&path).unwrap_or_default();
+        if bytes.is_empty() {
+            return None;
+        }
+        if aim % 4 == 3 {
+            let what = misdirect(&node.vfs, &path, &bytes, pick)?;
+            node.injected.push(what.clone());
+            return Some(what);
+        }
+        let bit = (pick >> 8) % (bytes.len() as u64 * 8);
+        node.vfs.flip_bit_at_rest(&path, bit).ok()?;
+        Some(format!("bit {bit} of {} flipped at rest", path.display()))
+    }
+}
+
+/// The node's segment files, in order.
+fn segments_of(vfs: &durlog::vfs::SimVfs) -> Vec<PathBuf> {
+    let dir = Path::new(STORE_DIR).join(durlog_raft::LOG_DIR_NAME);
+    let mut segments: Vec<PathBuf> = vfs
+        .files()
+        .into_iter()
+        .filter(|path| path.parent() == Some(dir.as_path()))
+        .filter(|path| {
+            path.file_name()
+                .and_then(|name| name.to_str())
+                .is_some_and(|name| name.len() == 24 && name.ends_with(".log"))
+        })
+        .collect();
+    segments.sort();
+    segments
+}
+
+/// A write of some of the file's own bytes landed at the wrong offset in
+/// it, and was synced: what a misdirected write leaves at rest.
+fn misdirect(vfs: &durlog::vfs::SimVfs, path: &Path, bytes: &[u8], pick: u64) -> Option<String> {
+    let len = bytes.len() as u64;
+    let span = (64 + (pick >> 4) % 448).min(len);
+    let from = (pick >> 12) % (len - span + 1);
+    let to = (pick >> 28) % (len - span + 1);
+    if from == to {
+        return None;
+    }
+    let chunk = &bytes[from as usize..(from + span) as usize];
+    // The harness's own write: the disk's faults must not touch it.
+    let faults = vfs.faults();
+    vfs.set_faults(FaultConfig::none());
+    let written = vfs.open(path, OpenMode::ReadWrite).and_then(|file| {
+        file.write_at(chunk, to)?;
+        file.sync_data()
+    });
+    vfs.set_faults(faults);
+    written.ok()?;
+    Some(format!(
+        "misdirected write: {span} bytes of {} from offset {from} written at {to}",
+        path.display()
+    ))
+}
