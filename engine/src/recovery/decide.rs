@@ -466,14 +466,19 @@ fn misplaced(
 /// write after it, so a header whose seq reads `expected` and whose bytes
 /// in each of its pages are not all zeros is the write's, length and all.
 /// (A header across a page boundary whose part in one page is zeros may
-/// keep its seq from a kept page and lose its length to a lost one.)
+/// keep its seq from a kept page and lose its length to a lost one.) The
+/// later page starts past the damage, where a lost page holds zeros: it
+/// was kept if it holds anything but zeros, in the header or after it
+/// (the header's part there may be zeros of its own, the high bytes of a
+/// small seq, as `all_pages_kept` reasons for every later page).
 fn own_extent(rest: &[u8], offset: u64, expected: u64) -> Option<u64> {
     let header = Header::peek(rest).filter(|header| header.seq == expected)?;
     let split = (PAGE_BYTES - offset % PAGE_BYTES) as usize;
     let kept = |part: &[u8]| part.iter().any(|&byte| byte != 0);
     let whole = match rest[..HEADER_SIZE].split_at_checked(split) {
         Some((first, second)) if !second.is_empty() => {
-            let whole = kept(first) && kept(second);
+            let later_page = &rest[split..rest.len().min(split + PAGE_BYTES as usize)];
+            let whole = kept(first) && kept(later_page);
             if whole {
                 durlog_vfs::mark!(
                     "recovery: a header across a page boundary taken as the write's own"
