@@ -33,6 +33,7 @@ use durlog_testbed::Violation;
 use durlog_testbed::explore::{
     Exhaustible, ExploreOptions, PAGES_MAX, PowerLossHook, StateId, explore, replay,
 };
+use durlog_testbed::options::NoOptions;
 use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
 use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, Membership, Vote};
 use rand::{RngExt, SeedableRng};
@@ -339,13 +340,14 @@ struct StoreWrites;
 
 impl Exhaustible for StoreWrites {
     type Workload = Case;
+    type Options = NoOptions;
 
     fn command(&self) -> &str {
         "cargo test -p durlog-raft --test crash"
     }
 
-    fn flags(&self) -> String {
-        String::new()
+    fn options(&self) -> &NoOptions {
+        &NoOptions {}
     }
 
     fn workloads(&self, seeds: u32) -> Vec<Case> {

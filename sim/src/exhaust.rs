@@ -31,24 +31,34 @@ pub use workload::{Op, QUOTA_BYTES, SEGMENT_BYTES, Setting, Workload};
 
 use crate::run::{CrashPoint, run_plan_on};
 
-/// durlog's workloads for the explorer.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct DurlogWorkloads {
+/// The explorer's options: written into its replay commands as flags.
+#[derive(
+    clap::Args, Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize,
+)]
+pub struct WorkloadOptions {
     /// Plant a failure in the oracle's model at the end of every workload
     /// that acknowledged something, to show failures are reported and
     /// replayed.
+    #[arg(long)]
     pub canary: bool,
+}
+
+/// durlog's workloads for the explorer.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DurlogWorkloads {
+    pub options: WorkloadOptions,
 }
 
 impl Exhaustible for DurlogWorkloads {
     type Workload = Workload;
+    type Options = WorkloadOptions;
 
     fn command(&self) -> &str {
         crate::COMMAND
     }
 
-    fn flags(&self) -> String {
-        if self.canary { " --canary" } else { "" }.to_string()
+    fn options(&self) -> &WorkloadOptions {
+        &self.options
     }
 
     fn workloads(&self, ops: u32) -> Vec<Workload> {
@@ -62,7 +72,7 @@ impl Exhaustible for DurlogWorkloads {
         trace: bool,
         on_power_loss: Option<PowerLossHook<'_>>,
     ) -> (Option<Violation>, Vec<String>) {
-        let plan = workload.plan(self.canary);
+        let plan = workload.plan(self.options.canary);
         let hook = on_power_loss.map(|mut hook| {
             Box::new(move |vfs: &SimVfs, point: CrashPoint| {
                 hook(vfs, point == CrashPoint::Recovery)

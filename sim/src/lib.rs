@@ -30,6 +30,7 @@ pub mod plan;
 mod report;
 pub mod run;
 
+use durlog_testbed::options::FaultList;
 use durlog_testbed::{Outcome, Scenario};
 use durlog_vfs::FaultKind;
 
@@ -64,6 +65,7 @@ pub const MARKS: &[&str] = &[
 ];
 
 impl Scenario for DurlogSim {
+    type Options = RunOptions;
     type Plan = Plan;
     type Tally = Tally;
     type Fault = FaultKind;
@@ -72,26 +74,18 @@ impl Scenario for DurlogSim {
         COMMAND
     }
 
-    fn flags(&self) -> String {
-        let mut flags = String::new();
-        if let Some(steps) = self.options.steps {
-            flags.push_str(&format!(" --steps {steps}"));
-        }
-        if self.options.canary {
-            flags.push_str(" --canary");
-        }
-        flags
+    fn options(&self) -> &RunOptions {
+        &self.options
     }
 
-    fn fault_flags(&self, faults: Option<&[FaultKind]>) -> String {
-        let Some(faults) = faults.or(self.options.faults.as_deref()) else {
-            return String::new();
-        };
-        let names: Vec<&str> = faults.iter().map(|kind| kind.name()).collect();
-        if names.is_empty() {
-            " --faults none".to_string()
-        } else {
-            format!(" --faults {}", names.join(","))
+    fn with_options(&self, options: RunOptions) -> DurlogSim {
+        DurlogSim { options }
+    }
+
+    fn limit_faults(&self, faults: &[FaultKind]) -> RunOptions {
+        RunOptions {
+            faults: Some(FaultList(faults.to_vec())),
+            ..self.options.clone()
         }
     }
 
@@ -105,12 +99,6 @@ impl Scenario for DurlogSim {
 
     fn faults(&self, plan: &Plan) -> Vec<FaultKind> {
         plan.faults.enabled()
-    }
-
-    fn without_fault(&self, plan: &Plan, fault: FaultKind) -> Plan {
-        let mut plan = plan.clone();
-        plan.faults.set(fault, 0.0);
-        plan
     }
 
     fn describe_faults(&self, plan: &Plan) -> String {
@@ -127,35 +115,7 @@ impl Scenario for DurlogSim {
         }
     }
 
-    fn marks(&self) -> &[&'static str] {
-        MARKS
+    fn marks(&self) -> Vec<&'static str> {
+        MARKS.to_vec()
     }
-}
-
-/// The scenario a report's options (`--faults`, `--steps`, `--canary`, as
-/// [`Scenario::all_flags`] wrote them) describe.
-pub fn scenario_of_flags(flags: &str) -> Result<DurlogSim, String> {
-    let mut options = RunOptions::default();
-    let mut words = flags.split_whitespace();
-    while let Some(word) = words.next() {
-        match word {
-            "--faults" => {
-                let list = words.next().ok_or("--faults without a list")?;
-                options.faults = Some(if list == "none" {
-                    Vec::new()
-                } else {
-                    list.split(',')
-                        .map(|name| name.parse::<FaultKind>().map_err(|error| error.to_string()))
-                        .collect::<Result<_, _>>()?
-                });
-            }
-            "--steps" => {
-                let steps = words.next().ok_or("--steps without a number")?;
-                options.steps = Some(steps.parse().map_err(|_| format!("--steps {steps}"))?);
-            }
-            "--canary" => options.canary = true,
-            other => return Err(format!("unknown option {other:?}")),
-        }
-    }
-    Ok(DurlogSim { options })
 }

@@ -4,10 +4,9 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use durlog_sim::exhaust::DurlogWorkloads;
-use durlog_sim::{COMMAND, DurlogSim, RunOptions, VERSION, scenario_of_flags};
+use durlog_sim::exhaust::{DurlogWorkloads, WorkloadOptions};
+use durlog_sim::{DurlogSim, RunOptions, VERSION};
 use durlog_testbed::cli;
-use durlog_vfs::FaultKind;
 
 #[derive(Parser)]
 #[command(
@@ -20,44 +19,16 @@ struct Cli {
     command: Command,
 }
 
-#[derive(clap::Args, Clone)]
-struct Common {
-    /// Only these faults may be enabled: a comma list of kinds
-    /// (lost-unsynced-pages, torn-write, lost-dir-entry, unsynced-size-change,
-    /// bit-flip-at-rest, bit-flip-on-read, failed-fsync, short-write,
-    /// no-space, misdirected-write, crash), or `none`. Default: all.
-    #[arg(long, value_parser = parse_faults)]
-    faults: Option<FaultList>,
-    /// Workload steps per seed (default: drawn per seed, up to 400).
-    #[arg(long)]
-    steps: Option<u32>,
-    /// Plant a deterministic oracle failure in about 1% of seeds, to prove
-    /// failures are reported and reproducible.
-    #[arg(long)]
-    canary: bool,
-}
-
-impl Common {
-    fn scenario(&self) -> DurlogSim {
-        DurlogSim {
-            options: RunOptions {
-                faults: self.faults.clone().map(|list| list.0),
-                steps: self.steps,
-                canary: self.canary,
-            },
-        }
-    }
-}
-
 #[derive(Subcommand)]
 enum Command {
     /// Run a range of seeds and print a summary (deterministic on stdout;
-    /// progress and timing on stderr). Exits 1 if any seed fails.
+    /// progress and timing on stderr). Exits 1 if any seed fails, or if a
+    /// coverage mark of the engine was never reached.
     Run {
         #[command(flatten)]
         run: cli::RunArgs,
         #[command(flatten)]
-        common: Common,
+        options: RunOptions,
     },
     /// Merge the reports of the shards of one range (`run --shard I/N
     /// --report FILE`, I = 0..N) and print what one run of the whole range
@@ -74,44 +45,26 @@ enum Command {
     Exhaust {
         #[command(flatten)]
         exhaust: cli::ExhaustArgs,
-        /// Plant a failure in the oracle's model at the end of every
-        /// workload that acknowledged something, to show failures are
-        /// reported with a command that replays them.
-        #[arg(long)]
-        canary: bool,
+        #[command(flatten)]
+        options: WorkloadOptions,
     },
     /// Replay one seed with its full operation and fault trace.
     Repro {
         #[command(flatten)]
         repro: cli::ReproArgs,
         #[command(flatten)]
-        common: Common,
+        options: RunOptions,
     },
 }
 
-/// A `--faults` list (a newtype, so clap takes it as one value).
-#[derive(Clone, Debug)]
-struct FaultList(Vec<FaultKind>);
-
-fn parse_faults(text: &str) -> Result<FaultList, String> {
-    if text == "none" {
-        return Ok(FaultList(Vec::new()));
-    }
-    text.split(',')
-        .map(|name| {
-            name.trim()
-                .parse::<FaultKind>()
-                .map_err(|error| error.to_string())
-        })
-        .collect::<Result<_, _>>()
-        .map(FaultList)
-}
-
 fn main() -> ExitCode {
+    let scenario = |options| DurlogSim { options };
     match Cli::parse().command {
-        Command::Run { run, common } => cli::run(&common.scenario(), &run, VERSION),
-        Command::Merge { merge } => cli::merge(&merge, COMMAND, scenario_of_flags),
-        Command::Exhaust { exhaust, canary } => cli::exhaust(&DurlogWorkloads { canary }, &exhaust),
-        Command::Repro { repro, common } => cli::repro(&common.scenario(), &repro),
+        Command::Run { run, options } => cli::run(&scenario(options), &run, VERSION),
+        Command::Merge { merge } => cli::merge(&DurlogSim::default(), &merge),
+        Command::Exhaust { exhaust, options } => {
+            cli::exhaust(&DurlogWorkloads { options }, &exhaust)
+        }
+        Command::Repro { repro, options } => cli::repro(&scenario(options), &repro),
     }
 }

@@ -9,6 +9,7 @@
 mod display;
 mod parts;
 
+use durlog_testbed::options::FaultList;
 use durlog_vfs::{FaultConfig, FaultKind};
 pub use parts::Parts;
 use rand::{Rng, RngExt, SeedableRng};
@@ -17,14 +18,24 @@ use rand_chacha::ChaCha8Rng;
 /// The most actions a default run takes.
 pub const STEPS_MAX: u32 = 400;
 
-/// How to run seeds, beyond the seed itself.
-#[derive(Clone, Debug, Default)]
+/// How to run seeds, beyond the seed itself: the command line's options,
+/// the repro lines' flags and the shard reports' options, in one type
+/// (`durlog_testbed::options`).
+#[derive(clap::Args, Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RunOptions {
-    /// Only these faults may be enabled (`None`: all kinds may be).
-    pub faults: Option<Vec<FaultKind>>,
-    /// Number of actions per seed (`None`: drawn per seed).
+    /// Only these faults may be enabled: a comma list of kinds
+    /// (lost-unsynced-pages, torn-write, lost-dir-entry, unsynced-size-change,
+    /// bit-flip-at-rest, bit-flip-on-read, failed-fsync, short-write,
+    /// no-space, misdirected-write, crash, read-error), or `none`.
+    /// Default: every kind but read-error, each seed drawing its own subset.
+    #[arg(long)]
+    pub faults: Option<FaultList>,
+    /// Workload steps per seed (default: drawn per seed, up to 400).
+    #[arg(long)]
     pub steps: Option<u32>,
-    /// Plant a deterministic oracle failure in about 1% of seeds.
+    /// Plant a deterministic oracle failure in about 1% of seeds, to prove
+    /// failures are reported and reproducible.
+    #[arg(long)]
     pub canary: bool,
 }
 
@@ -202,7 +213,7 @@ impl Plan {
         // repro or a shrink switches off, so its steps keep their numbers.
         let drawn = FaultConfig::swarm(&mut rng);
         let mut faults = drawn.clone();
-        if let Some(allowed) = &options.faults {
+        if let Some(FaultList(allowed)) = &options.faults {
             for kind in FaultKind::ALL {
                 if !allowed.contains(kind) {
                     faults.set(*kind, 0.0);

@@ -5,15 +5,19 @@
 
 use std::process::Command;
 
-use durlog_sim::exhaust::{DurlogWorkloads, FaultPoint, StateId, Workload};
+use durlog_sim::exhaust::{DurlogWorkloads, FaultPoint, StateId, Workload, WorkloadOptions};
 use durlog_testbed::explore::{
     ExhaustOptions, ExhaustProgress, ExploreOptions, explore, replay, replay_command, run_exhaust,
 };
 
 type State = StateId<Workload>;
 
-const PLAIN: DurlogWorkloads = DurlogWorkloads { canary: false };
-const CANARY: DurlogWorkloads = DurlogWorkloads { canary: true };
+const PLAIN: DurlogWorkloads = DurlogWorkloads {
+    options: WorkloadOptions { canary: false },
+};
+const CANARY: DurlogWorkloads = DurlogWorkloads {
+    options: WorkloadOptions { canary: true },
+};
 
 fn sim() -> Command {
     Command::new(env!("CARGO_BIN_EXE_durlog-sim"))

@@ -17,11 +17,18 @@
 //! processes appending to one log would interleave records and lose
 //! acknowledged ones: an exclusive, non-blocking lock on a file, released
 //! when its [`FileLock`] guard is dropped or its process dies.
+//!
+//! [`fs::Fs`] wraps any [`Vfs`] in a facade shaped like `std::fs` (`open`,
+//! `create`, `read`, `write`, `rename`, ... and a `File` with a cursor that
+//! implements `Read`, `Write` and `Seek`), so code written for `std::fs`
+//! runs on the simulated disk with few changes, under the same durability
+//! contract.
 
 use std::fmt;
 use std::io;
 use std::path::Path;
 
+pub mod fs;
 pub mod marks;
 mod posix;
 #[cfg(feature = "sim")]

@@ -5,31 +5,60 @@
 
 use std::fmt;
 
+use std::str::FromStr;
+
 use durlog_testbed::{Outcome, Scenario, Violation};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::plan::{FaultClass, Plan};
 use crate::tally::Tally;
 
-/// The scenario, with the fault classes switched off on the command line.
-#[derive(Clone, Debug, Default)]
-pub struct Cluster {
-    pub off: Vec<FaultClass>,
+/// The cluster simulation's options: the command line's, the repro lines'
+/// flags and the shard reports' options, in one type.
+#[derive(clap::Args, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClusterOptions {
+    /// Fault classes switched off, comma-separated (loss, duplicate,
+    /// detour, partition, kill, power-loss, disk, read-error, bit-rot).
+    #[arg(long, default_value = "")]
+    pub off: Classes,
 }
 
-impl Cluster {
-    /// The scenario of `--off` flags as [`Scenario::fault_flags`] writes
-    /// them (for `merge`).
-    pub fn of_flags(flags: &str) -> Result<Cluster, String> {
-        let mut words = flags.split_whitespace();
-        let mut off = Vec::new();
-        while let Some(word) = words.next() {
-            match (word, words.next()) {
-                ("--off", Some(list)) => off.extend(parse_classes(list)?),
-                _ => return Err(format!("flags {flags:?}: expected --off CLASSES")),
-            }
+/// Fault classes, as one option: `loss,kill` (or `none`, or nothing, for
+/// none) on a command line, a list of names in JSON.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Classes(pub Vec<FaultClass>);
+
+impl FromStr for Classes {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Classes, String> {
+        if text.trim() == "none" {
+            return Ok(Classes(Vec::new()));
         }
-        Ok(Cluster { off })
+        parse_classes(text).map(Classes)
     }
+}
+
+impl Serialize for Classes {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let names: Vec<&str> = self.0.iter().map(|class| class.name()).collect();
+        names.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Classes {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Classes, D::Error> {
+        let names = Vec::<String>::deserialize(deserializer)?;
+        parse_classes(&names.join(","))
+            .map(Classes)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// The scenario, with the fault classes switched off by its options.
+#[derive(Clone, Debug, Default)]
+pub struct Cluster {
+    pub options: ClusterOptions,
 }
 
 /// Fault classes, comma-separated.
@@ -37,7 +66,7 @@ pub fn parse_classes(text: &str) -> Result<Vec<FaultClass>, String> {
     text.split(',')
         .filter(|name| !name.is_empty())
         .map(|name| {
-            FaultClass::parse(name).ok_or_else(|| {
+            FaultClass::parse(name.trim()).ok_or_else(|| {
                 let names: Vec<&str> = FaultClass::ALL.iter().map(|class| class.name()).collect();
                 format!("fault class {name:?}: expected one of {}", names.join(", "))
             })
@@ -55,15 +84,8 @@ impl durlog_testbed::Tally for Tally {
     }
 }
 
-fn flags_of(off: &[FaultClass]) -> String {
-    if off.is_empty() {
-        return String::new();
-    }
-    let names: Vec<&str> = off.iter().map(|class| class.name()).collect();
-    format!(" --off {}", names.join(","))
-}
-
 impl Scenario for Cluster {
+    type Options = ClusterOptions;
     type Plan = Plan;
     type Tally = Tally;
     type Fault = FaultClass;
@@ -72,14 +94,24 @@ impl Scenario for Cluster {
         "cargo run --release -p durlog-raft-sim --"
     }
 
-    fn flags(&self) -> String {
-        String::new()
+    fn options(&self) -> &ClusterOptions {
+        &self.options
+    }
+
+    fn with_options(&self, options: ClusterOptions) -> Cluster {
+        Cluster { options }
+    }
+
+    /// Only `faults` on: every other class off.
+    fn limit_faults(&self, faults: &[FaultClass]) -> ClusterOptions {
+        let off = (FaultClass::ALL.iter().copied())
+            .filter(|class| !faults.contains(class))
+            .collect();
+        ClusterOptions { off: Classes(off) }
     }
 
     fn draw(&self, seed: u64) -> Plan {
-        self.off
-            .iter()
-            .fold(Plan::draw(seed), |plan, &class| plan.without(class))
+        (self.options.off.0.iter()).fold(Plan::draw(seed), |plan, &class| plan.without(class))
     }
 
     fn actions(&self, plan: &Plan) -> usize {
@@ -88,10 +120,6 @@ impl Scenario for Cluster {
 
     fn faults(&self, plan: &Plan) -> Vec<FaultClass> {
         plan.classes.iter().copied().collect()
-    }
-
-    fn without_fault(&self, plan: &Plan, fault: FaultClass) -> Plan {
-        plan.without(fault)
     }
 
     fn run(&self, plan: &Plan, keep: Option<&[bool]>, trace: bool) -> Outcome<Tally> {
@@ -104,21 +132,6 @@ impl Scenario for Cluster {
             digest: outcome.digest,
             tally: outcome.tally,
             trace: outcome.trace,
-        }
-    }
-
-    fn fault_flags(&self, faults: Option<&[FaultClass]>) -> String {
-        match faults {
-            None => flags_of(&self.off),
-            // Only `faults` on: every other class off.
-            Some(on) => {
-                let off: Vec<FaultClass> = FaultClass::ALL
-                    .iter()
-                    .copied()
-                    .filter(|class| !on.contains(class))
-                    .collect();
-                flags_of(&off)
-            }
         }
     }
 }

@@ -25,6 +25,7 @@ use crate::explore::{
     ExhaustOptions, ExhaustProgress, Exhaustible, PAGES_MAX, StateId, replay, replay_command,
     run_exhaust,
 };
+use crate::options;
 use crate::shard::{self, ShardReport, run_header};
 use crate::shrink::{parse_keep, shrink};
 use crate::{Scenario, Tally, run_caught, seeds::shard_seeds};
@@ -42,7 +43,7 @@ pub struct RunArgs {
     #[arg(long, default_value = "0/1", value_parser = parse_shard)]
     pub shard: (u64, u64),
     /// Failing seeds to shrink and print in full (the rest are listed).
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 1)]
     pub shrink: usize,
     /// Stop at the first violation (which seeds ran then depends on
     /// thread timing, so stdout is deterministic only without this).
@@ -57,6 +58,10 @@ pub struct RunArgs {
     /// digests, counts and verdicts: exits 1 if any seed differs.
     #[arg(long)]
     pub check_determinism: bool,
+    /// Exit 0 even if a mark of the scenario was never reached (for a
+    /// campaign too short, or with too few faults, to reach them all).
+    #[arg(long)]
+    pub allow_unreached_marks: bool,
 }
 
 /// `merge`: the reports of the shards of one range.
@@ -66,8 +71,11 @@ pub struct MergeArgs {
     #[arg(required = true, value_name = "FILE")]
     pub reports: Vec<PathBuf>,
     /// Failing seeds to shrink and print in full (the rest are listed).
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 1)]
     pub shrink: usize,
+    /// Exit 0 even if a mark of the scenario was never reached.
+    #[arg(long)]
+    pub allow_unreached_marks: bool,
 }
 
 /// `repro`: one seed again, with its trace.
@@ -170,6 +178,10 @@ pub fn run<S: Scenario>(scenario: &S, args: &RunArgs, version: &str) -> ExitCode
         eprintln!("{}: cannot write the report: {error}", scenario.command());
         return ExitCode::from(2);
     }
+    if let Err(error) = options::check_round_trip(scenario.options()) {
+        eprintln!("{}: {error}", scenario.command());
+        return ExitCode::from(2);
+    }
     let seeds: Vec<u64> = shard_seeds(args.seeds.clone(), args.shard.0, args.shard.1).collect();
     let jobs = jobs_or_cores(args.jobs);
     if args.check_determinism {
@@ -218,7 +230,9 @@ pub fn run<S: Scenario>(scenario: &S, args: &RunArgs, version: &str) -> ExitCode
         cycles as f64 / elapsed / jobs as f64,
     );
     let header = run_header(scenario, &args.seeds, args.shard);
-    let code = print_outcome(scenario, &header, &summary, args.shrink);
+    // A shard need not reach every mark: the merge of all shards must.
+    let marks_required = args.report.is_none() && !args.allow_unreached_marks;
+    let code = print_outcome(scenario, &header, &summary, args.shrink, marks_required);
     match written {
         Some(Err(error)) => {
             eprintln!("{}: cannot write the report: {error}", scenario.command());
@@ -263,13 +277,10 @@ fn determinism<S: Scenario>(scenario: &S, seeds: &[u64], jobs: usize) -> ExitCod
 }
 
 /// `merge`: the reports of `args`, printed as one run of the whole range
-/// prints. `scenario_of` makes the scenario back from a report's options
-/// (to shrink its violations).
-pub fn merge<S: Scenario>(
-    args: &MergeArgs,
-    command: &str,
-    scenario_of: impl Fn(&str) -> Result<S, String>,
-) -> ExitCode {
+/// prints. The reports' options, read back into `scenario`'s type, make
+/// the scenario that shrinks their violations.
+pub fn merge<S: Scenario>(scenario: &S, args: &MergeArgs) -> ExitCode {
+    let command = scenario.command();
     let mut reports = Vec::with_capacity(args.reports.len());
     for path in &args.reports {
         match shard::read_report::<S::Tally>(path) {
@@ -287,11 +298,11 @@ pub fn merge<S: Scenario>(
             return ExitCode::from(2);
         }
     };
-    let scenario = match scenario_of(&merged.options) {
-        Ok(scenario) => scenario,
+    let scenario = match serde_json::from_value::<S::Options>(merged.options.clone()) {
+        Ok(options) => scenario.with_options(options),
         Err(error) => {
             eprintln!(
-                "{command} merge: the reports' options {:?}: {error}",
+                "{command} merge: the reports' options {} are not this scenario's: {error}",
                 merged.options
             );
             return ExitCode::from(2);
@@ -306,23 +317,63 @@ pub fn merge<S: Scenario>(
         merged.summary.tally.cycles()
     );
     let header = run_header(&scenario, &merged.range, (0, 1));
-    print_outcome(&scenario, &header, &merged.summary, args.shrink)
+    let marks_required = !args.allow_unreached_marks;
+    print_outcome(
+        &scenario,
+        &header,
+        &merged.summary,
+        args.shrink,
+        marks_required,
+    )
 }
 
+/// Violations listed one by one; the rest are counted.
+const VIOLATIONS_LISTED: usize = 20;
+
+/// Lines of a shrunk trace printed; `repro` prints the rest.
+const SHRUNK_TRACE_LINES: usize = 60;
+
 /// The deterministic stdout of a campaign: the command, the summary, and
-/// every violation with its reproduction (the first `shrink_count` shrunk).
+/// the violations with their reproduction (the first `shrink_count`
+/// shrunk). Exits 1 on a violation, or on a mark of the scenario that no
+/// seed reached if `marks_required`.
 fn print_outcome<S: Scenario>(
     scenario: &S,
     header: &str,
     summary: &Summary<S::Tally>,
     shrink_count: usize,
+    marks_required: bool,
 ) -> ExitCode {
     println!("{header}");
     println!("{summary}");
+    let missed = summary.marks_missed();
+    let marks_failed = marks_required && !missed.is_empty();
+    if marks_failed {
+        println!();
+        println!(
+            "FAILED: {} mark{} of the scenario never reached: {} (a change made them unreachable, or the campaign is too short or its faults too few; --allow-unreached-marks for a campaign not meant to reach them)",
+            missed.len(),
+            if missed.len() == 1 { "" } else { "s" },
+            missed.join("; ")
+        );
+    }
     if summary.violations.is_empty() {
-        return ExitCode::SUCCESS;
+        let _ = std::io::stdout().flush();
+        return if marks_failed {
+            ExitCode::FAILURE
+        } else {
+            ExitCode::SUCCESS
+        };
     }
     for (index, (seed, violation)) in summary.violations.iter().enumerate() {
+        if index == VIOLATIONS_LISTED {
+            println!();
+            println!(
+                "(and {} more violations, in the report with --report FILE)",
+                summary.violations.len() - VIOLATIONS_LISTED
+            );
+            break;
+        }
         println!();
         println!(
             "VIOLATION seed {seed} at step {}: {}",
@@ -339,7 +390,7 @@ fn print_outcome<S: Scenario>(
 
 fn print_shrunk<S: Scenario>(scenario: &S, seed: u64, step: usize) {
     let plan = scenario.draw(seed);
-    let shrunk = shrink(scenario, &plan, step);
+    let shrunk = shrink(scenario, seed, step);
     println!(
         "  shrunk to {} of {} steps, faults [{}]: {}",
         shrunk.kept(),
@@ -352,8 +403,15 @@ fn print_shrunk<S: Scenario>(scenario: &S, seed: u64, step: usize) {
         None => println!("  (the shrunk run no longer fails; use the full reproduction)"),
     }
     println!("  shrunk trace:");
-    for line in &shrunk.outcome.trace {
+    let lines = &shrunk.outcome.trace;
+    for line in lines.iter().take(SHRUNK_TRACE_LINES) {
         println!("    {line}");
+    }
+    if lines.len() > SHRUNK_TRACE_LINES {
+        println!(
+            "    ... {} more lines: the shrunk repro prints them all",
+            lines.len() - SHRUNK_TRACE_LINES
+        );
     }
 }
 
@@ -495,5 +553,58 @@ fn exhaust_replay<E: Exhaustible>(scenario: &E, state: &str, args: &ExhaustArgs)
             println!("ok: state {id} passes");
             ExitCode::SUCCESS
         }
+    }
+}
+
+/// The commands of a store's own binary ([`store_main`]).
+#[derive(clap::Subcommand, Clone, Debug)]
+pub enum StoreCommand {
+    /// Run a range of seeds and print a summary (deterministic on stdout;
+    /// progress and timing on stderr). Exits 1 if any seed fails.
+    Run {
+        #[command(flatten)]
+        run: RunArgs,
+        #[command(flatten)]
+        options: crate::StoreOptions,
+    },
+    /// Merge the reports of the shards of one range (`run --shard I/N
+    /// --report FILE`) and print what one run of the whole range prints.
+    Merge {
+        #[command(flatten)]
+        merge: MergeArgs,
+    },
+    /// Replay one seed (or the steps of it a shrink kept) with its trace.
+    Repro {
+        #[command(flatten)]
+        repro: ReproArgs,
+        #[command(flatten)]
+        options: crate::StoreOptions,
+    },
+    /// Every crash state of every workload of up to K operations of the
+    /// alphabet; or one state again with --replay.
+    Exhaust {
+        #[command(flatten)]
+        exhaust: ExhaustArgs,
+    },
+}
+
+/// A store's whole binary: `command` run on `scenario` (whose command
+/// string, the binary and any options it parsed before the subcommand,
+/// starts every repro line). Returns the exit code.
+pub fn store_main<S: crate::Store + 'static>(
+    scenario: &crate::StoreScenario<S>,
+    command: StoreCommand,
+) -> ExitCode {
+    let version = env!("CARGO_PKG_VERSION");
+    match command {
+        StoreCommand::Run { run: args, options } => {
+            run(&scenario.with_options(options), &args, version)
+        }
+        StoreCommand::Merge { merge: args } => merge(scenario, &args),
+        StoreCommand::Repro {
+            repro: args,
+            options,
+        } => repro(&scenario.with_options(options), &args),
+        StoreCommand::Exhaust { exhaust: args } => exhaust(&scenario.workloads(), &args),
     }
 }

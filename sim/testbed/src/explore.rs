@@ -35,6 +35,7 @@ use std::str::FromStr;
 
 use durlog_vfs::{CrashScript, FaultKind, SimVfs, TraceKind};
 
+use crate::options::Options;
 use crate::{Violation, panic_message};
 
 mod state;
@@ -63,12 +64,15 @@ pub trait Exhaustible: Sync {
     /// text in state ids (`Pal`).
     type Workload: Clone + fmt::Display + FromStr<Err = String> + Send + Sync;
 
+    /// The options of the runs, written into replay commands as flags
+    /// ([`crate::options`]).
+    type Options: Options;
+
     /// The command that replays a state (`durlog-sim`).
     fn command(&self) -> &str;
 
-    /// Options of the runs, as flags with a leading space each ("" for
-    /// none), for replay commands.
-    fn flags(&self) -> String;
+    /// The options this explorer was made with.
+    fn options(&self) -> &Self::Options;
 
     /// Every workload of 1 to `ops` operations, in a fixed order.
     fn workloads(&self, ops: u32) -> Vec<Self::Workload>;

@@ -1,12 +1,91 @@
-//! durlog-testbed: a deterministic simulation testbed for storage code.
+//! durlog-testbed: crash-test your own storage code on a simulated disk
+//! that loses power, tears writes, loses unsynced pages and directory
+//! entries, fails syncs and flips bits, all from one seed.
 //!
-//! Write a [`Scenario`] for the code under test: a plan drawn from a seed
-//! (the faults the simulated disk may inject, and a list of actions), and
-//! a run of the plan (or of a subsequence of its actions) on a
-//! [`durlog_vfs::SimVfs`] that checks every outcome against a model and
-//! returns a [`Violation`] or none, a digest of its trace and a
-//! [`Tally`] of what it did. On that trait the testbed gives, for any
-//! scenario:
+//! # Quickstart
+//!
+//! Say what the store should hold (a [`Model`]: a plain value and the
+//! operations it takes) and how the store does it (a [`Store`] on an
+//! [`fs::Fs`], the file system facade shaped like `std::fs`); [`check`]
+//! does the rest: workloads, power losses during and between operations,
+//! reboots, reopenings, and which operations were acknowledged and which
+//! may or may not have happened. This store keeps one file per key and
+//! replaces it through a temporary file; set `sync_before_rename` to
+//! false and the check finds the classic bug.
+//!
+//! ```
+//! use std::collections::BTreeMap;
+//! use std::io::{self, Write};
+//! use durlog_testbed::{check, expect_eq, fs::Fs, Checked, Faults, Gen, Model, Store};
+//!
+//! /// What the store should hold: a value per key.
+//! #[derive(Clone, Debug, Default, PartialEq)]
+//! struct Map(BTreeMap<u8, u8>);
+//!
+//! impl Model for Map {
+//!     type Op = (u8, u8); // set key to value
+//!     fn draw(rng: &mut Gen) -> (u8, u8) {
+//!         (rng.below(3) as u8, rng.below(256) as u8)
+//!     }
+//!     fn apply(&mut self, &(key, value): &(u8, u8)) {
+//!         self.0.insert(key, value);
+//!     }
+//! }
+//!
+//! /// One file per key, replaced through a temporary file.
+//! struct FileKv { fs: Fs, sync_before_rename: bool }
+//!
+//! fn open(fs: Fs, sync_before_rename: bool) -> io::Result<FileKv> {
+//!     fs.create_dir_all("/kv")?;
+//!     Ok(FileKv { fs, sync_before_rename })
+//! }
+//!
+//! impl Store for FileKv {
+//!     type Model = Map;
+//!     fn apply(&mut self, &(key, value): &(u8, u8)) -> io::Result<()> {
+//!         let temp = format!("/kv/{key}.tmp");
+//!         let _ = self.fs.remove_file(&temp); // left by a crash
+//!         let mut file = self.fs.create(&temp)?;
+//!         file.write_all(&[value])?;
+//!         if self.sync_before_rename {
+//!             file.sync_data()?; // else the rename may land before the data
+//!         }
+//!         self.fs.rename(&temp, format!("/kv/{key}"))?;
+//!         self.fs.sync_dir("/kv")
+//!     }
+//!     fn check(&mut self, model: &Map) -> Checked {
+//!         for key in 0..3 {
+//!             let found = match self.fs.read(format!("/kv/{key}")) {
+//!                 Err(error) if error.kind() == io::ErrorKind::NotFound => None,
+//!                 read => Some(read?),
+//!             };
+//!             let expected = model.0.get(&key).map(|&value| vec![value]);
+//!             expect_eq(found, expected, format!("key {key}"))?;
+//!         }
+//!         Ok(())
+//!     }
+//! }
+//!
+//! check(|fs| open(fs, true)).seeds(0..300).faults(Faults::crash_only()).run();
+//!
+//! let failure = check(|fs| open(fs, false)).seeds(0..300).try_run().unwrap_err();
+//! assert!(failure.message.contains("key"), "{failure}");
+//! ```
+//!
+//! In a `#[test]`, a failure panics with the seed, the violation, the
+//! shrunk steps with their disk operations and faults, and the commands
+//! that replay it (`DURLOG_TESTBED_SEED=...`); the seed is saved to a
+//! regression file and runs first from then on ([`check`] lists the
+//! variables). [`Check::exhaust`] runs every crash state of short
+//! workloads instead of seeds. [`Faults`] says what a store must survive:
+//! `crash_only()` for what every store must, `all()` for a store that
+//! checksums.
+//!
+//! # Full control
+//!
+//! A [`Scenario`] draws its own plan from a seed and runs it, for a system
+//! the simple form does not fit (durlog's own simulator, a simulated raft
+//! cluster). On it the testbed gives:
 //!
 //! - [`campaign`]: a range of seeds over threads (`--jobs`) and machines
 //!   (`--shard I/N`), `--fail-fast`, progress on stderr and a summary in
@@ -14,198 +93,52 @@
 //! - [`shard`]: a shard's report (JSON) and `merge`, which prints exactly
 //!   what one machine running the whole range prints;
 //! - [`shrink`]: a failing run cut to the fewest actions and faults that
-//!   still fail, and the command that replays it;
+//!   still fail, and the command that replays exactly that;
 //! - [`explore`]: every crash state of small workloads, through the
 //!   disk's [`durlog_vfs::CrashScript`];
 //! - [`seeds`]: named sub-seeds, so that adding a part to a run never
 //!   shifts the randomness of another;
 //! - a determinism check ([`campaign::check_determinism`]): each seed run
 //!   twice and the digests compared;
-//! - coverage marks ([`durlog_vfs::mark!`], [`Scenario::marks`]): points
-//!   of the code under test that a campaign counts, whose zeros the
-//!   summary flags;
-//! - [`cli`]: the command-line arguments and commands (`run`, `merge`,
-//!   `repro`, `exhaust`) a scenario's binary is made of.
+//! - coverage marks ([`mark!`], [`Scenario::marks`]): points of the code
+//!   under test that a campaign must reach;
+//! - [`options`]: a scenario's options in one typed form, printed in repro
+//!   lines and stored in reports;
+//! - [`cli`]: the commands (`run`, `merge`, `repro`, `exhaust`) a
+//!   scenario's binary is made of, and [`cli::store_main`], a whole
+//!   binary for a [`Store`].
 //!
 //! Nothing in a run may depend on the wall clock, on threads or on hash
-//! order: everything comes from the seed. The testbed only runs each seed
-//! on one thread and folds the results in seed order.
-
-use std::fmt;
-
-use serde::Serialize;
-use serde::de::DeserializeOwned;
+//! order: everything comes from the seed. The testbed runs each seed on
+//! one thread and folds the results in seed order.
 
 pub mod campaign;
+mod check;
 pub mod cli;
 pub mod explore;
+mod faults;
+pub mod options;
+mod scenario;
 pub mod seeds;
 pub mod shard;
 pub mod shrink;
+mod store;
+
+/// The file system facade a [`Store`] is written against: `std::fs`'s
+/// shape, on the real disk ([`fs::Fs::os`]) or on the simulated one.
+pub use durlog_vfs::fs;
+/// The simulated disk and its faults, for a [`Scenario`] of your own.
+pub use durlog_vfs::{FaultConfig, FaultKind, SimVfs, mark};
+/// The randomness of plans, for a [`Scenario`] of your own.
+pub use rand;
+pub use rand_chacha;
 
 pub use campaign::{Progress, Summary, run_campaign};
+pub use check::{Check, CheckFailure, Report, check};
+pub use faults::Faults;
+pub use scenario::{Counts, Marks, Outcome, Scenario, Tally, Violation, panic_message, run_caught};
 pub use seeds::{SubSeeds, fold_digests, mix, shard_seeds};
-
-/// A scenario: how one seed's run of the code under test is drawn, run and
-/// judged.
-///
-/// `run` must be deterministic in its arguments: the same plan and mask
-/// give the same outcome, digest and trace on any machine and thread.
-pub trait Scenario: Sync {
-    /// Everything a seed's run does, drawn before it starts: a list of
-    /// actions (so that a subsequence of them can run) and the faults.
-    type Plan: Clone + Send + Sync;
-    /// What a run counts, summed over a campaign.
-    type Tally: Tally;
-    /// A kind of fault a plan may enable, switched off one at a time by a
-    /// shrink.
-    type Fault: Copy + Eq + fmt::Debug + fmt::Display + Send + Sync;
-
-    /// The command that runs this scenario (`durlog-sim`): repro lines
-    /// start with it.
-    fn command(&self) -> &str;
-
-    /// The options this scenario was made with, but the faults, as
-    /// command-line flags, each with a leading space ("" for the
-    /// defaults). With [`Scenario::fault_flags`] of `None` before them,
-    /// they say which campaign ran: a merge refuses to mix two.
-    fn flags(&self) -> String;
-
-    /// The plan of `seed`.
-    fn draw(&self, seed: u64) -> Self::Plan;
-
-    /// How many actions `plan` has.
-    fn actions(&self, plan: &Self::Plan) -> usize;
-
-    /// The faults `plan` enables.
-    fn faults(&self, plan: &Self::Plan) -> Vec<Self::Fault>;
-
-    /// `plan` with `fault` switched off, and its actions unchanged.
-    fn without_fault(&self, plan: &Self::Plan, fault: Self::Fault) -> Self::Plan;
-
-    /// Runs the actions of `plan` that `keep` selects (all if `None`),
-    /// with a person-readable trace if `trace`.
-    fn run(&self, plan: &Self::Plan, keep: Option<&[bool]>, trace: bool) -> Outcome<Self::Tally>;
-
-    /// The flags that limit the faults to `faults` (a shrink's result), or
-    /// with `None` to those this scenario was made with ("" for no limit),
-    /// each with a leading space.
-    fn fault_flags(&self, faults: Option<&[Self::Fault]>) -> String;
-
-    /// Every option as flags: the faults', then the others'.
-    fn all_flags(&self) -> String {
-        format!("{}{}", self.fault_flags(None), self.flags())
-    }
-
-    /// The command that replays `seed` of this scenario.
-    fn repro(&self, seed: u64) -> String {
-        format!("{} repro --seed {seed}{}", self.command(), self.all_flags())
-    }
-
-    /// The faults `plan` enables, for a person (the shrunk run's line).
-    fn describe_faults(&self, plan: &Self::Plan) -> String {
-        let faults: Vec<String> = self.faults(plan).iter().map(ToString::to_string).collect();
-        if faults.is_empty() {
-            "none".to_string()
-        } else {
-            faults.join(",")
-        }
-    }
-
-    /// The coverage marks this scenario expects its campaigns to reach
-    /// (marks in the code under test and in the scenario itself): the
-    /// summary lists each with its count and flags those no seed reached.
-    fn marks(&self) -> &[&'static str] {
-        &[]
-    }
-}
-
-/// The counts of a run, and of a campaign: added up seed by seed in seed
-/// order, printed as the body of the summary, and kept in shard reports.
-pub trait Tally: Default + Clone + PartialEq + Send + Serialize + DeserializeOwned {
-    /// Adds another run's (or shard's) counts.
-    fn add(&mut self, other: &Self);
-
-    /// Workload steps run, for the progress line's rate.
-    fn cycles(&self) -> u64 {
-        0
-    }
-
-    /// The summary's body: one line per count, each ending in a newline.
-    fn write(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
-}
-
-/// What one run reports.
-#[derive(Clone, Debug, Default)]
-pub struct Outcome<T> {
-    pub violation: Option<Violation>,
-    /// A digest of everything the run did, the same on any machine for the
-    /// same plan: what campaigns compare.
-    pub digest: u64,
-    pub tally: T,
-    /// The person-readable trace, when asked for.
-    pub trace: Vec<String>,
-}
-
-/// A run broke a rule of the model.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct Violation {
-    /// The action during which it was found (one past the last for the
-    /// final checks).
-    pub step: usize,
-    pub message: String,
-}
-
-/// The message of a caught panic.
-pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|text| text.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "(no message)".into())
-}
-
-/// Runs `plan` of `scenario`; a panic in the code under test is a
-/// violation like any other. Returns the outcome and the marks the run
-/// reached.
-pub fn run_caught<S: Scenario>(
-    scenario: &S,
-    plan: &S::Plan,
-    keep: Option<&[bool]>,
-    trace: bool,
-) -> (Outcome<S::Tally>, Marks) {
-    durlog_vfs::marks::take();
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        scenario.run(plan, keep, trace)
-    }))
-    .unwrap_or_else(|panic| Outcome {
-        violation: Some(Violation {
-            step: 0,
-            message: format!("panic: {}", panic_message(&*panic)),
-        }),
-        ..Outcome::default()
-    });
-    let marks = Marks(
-        durlog_vfs::marks::take()
-            .into_iter()
-            .map(|(name, count)| (name.to_string(), count))
-            .collect(),
-    );
-    (outcome, marks)
-}
-
-/// Coverage marks reached, by name.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct Marks(pub std::collections::BTreeMap<String, u64>);
-
-impl Marks {
-    pub fn add(&mut self, other: &Marks) {
-        for (name, count) in &other.0 {
-            *self.0.entry(name.clone()).or_default() += count;
-        }
-    }
-
-    pub fn count(&self, name: &str) -> u64 {
-        self.0.get(name).copied().unwrap_or(0)
-    }
-}
+pub use store::{
+    Checked, Failure, Gen, Letters, Model, Open, PowerLoss, Step, Store, StoreOptions, StorePlan,
+    StoreScenario, expect_eq,
+};

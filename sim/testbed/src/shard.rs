@@ -26,11 +26,12 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::campaign::Summary;
+use crate::options::{self, flags_text};
 use crate::seeds::{fold_digests, shard_seeds};
 use crate::{Marks, Scenario, Tally, Violation};
 
 /// The `format` field of every report this version writes and reads.
-pub const REPORT_FORMAT: &str = "durlog-testbed shard report 1";
+pub const REPORT_FORMAT: &str = "durlog-testbed shard report 2";
 
 /// What `run --report FILE` writes: everything the summary of one shard
 /// prints, and what a merge needs to print the whole range's.
@@ -46,8 +47,10 @@ pub struct ShardReport<T> {
     pub seeds: SeedRange,
     /// Which part of it this report holds (`--shard`).
     pub shard: ShardIndex,
-    /// The scenario's options, as flags.
-    pub options: String,
+    /// The scenario's options, as its `Options` type serializes them.
+    pub options: serde_json::Value,
+    /// The same options as flags, for people.
+    pub flags: String,
     /// Every seed of the shard ran (`--fail-fast` may stop a shard early;
     /// such a report is refused by a merge).
     pub complete: bool,
@@ -118,7 +121,8 @@ impl<T: Tally> ShardReport<T> {
                 index: shard.0,
                 count: shard.1,
             },
-            options: scenario.all_flags(),
+            options: options::to_value(scenario.options()),
+            flags: flags_text(scenario.options()),
             complete: summary.seeds == expected as u64,
             seeds_run: summary.seeds,
             tally: summary.tally.clone(),
@@ -188,13 +192,13 @@ impl<T: Tally> ShardReport<T> {
 
     /// How the campaign ran, as one comparable line.
     fn campaign(&self) -> String {
-        let options = if self.options.is_empty() {
+        let flags = if self.flags.is_empty() {
             " (default options)"
         } else {
-            &self.options
+            &self.flags
         };
         format!(
-            "{} {} --seeds {}..{}{options}",
+            "{} {} --seeds {}..{}{flags}",
             self.command, self.version, self.seeds.start, self.seeds.end
         )
     }
@@ -265,8 +269,8 @@ fn temporary_beside(path: &Path) -> io::Result<std::path::PathBuf> {
 #[derive(Clone, Debug)]
 pub struct Merged<T> {
     pub range: Range<u64>,
-    /// The scenario's options, as flags.
-    pub options: String,
+    /// The scenario's options, as its `Options` type serializes them.
+    pub options: serde_json::Value,
     /// How many shards the range was split into.
     pub shards: u64,
     /// What one run of the whole range computes, digest included.
@@ -282,7 +286,7 @@ pub fn merge<T: Tally>(reports: &[(String, ShardReport<T>)]) -> Result<Merged<T>
     };
     for (name, report) in reports {
         check_alone(name, report)?;
-        if report.campaign() != first.campaign() {
+        if report.campaign() != first.campaign() || report.options != first.options {
             return Err(format!(
                 "{first_name} and {name} are not of one campaign: `{}` vs `{}`",
                 first.campaign(),
@@ -413,6 +417,6 @@ pub fn run_header<S: Scenario>(scenario: &S, range: &Range<u64>, shard: (u64, u6
         range.end,
         shard.0,
         shard.1,
-        scenario.all_flags()
+        flags_text(scenario.options())
     )
 }

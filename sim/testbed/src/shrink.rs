@@ -3,6 +3,7 @@
 //! (remove halves, quarters, ... single actions, keeping each removal that
 //! still fails), then switch off each fault that is not needed.
 
+use crate::options::flags_text;
 use crate::{Outcome, Scenario, run_caught};
 
 /// Runs a shrink may spend.
@@ -10,11 +11,14 @@ const RUNS_MAX: usize = 2000;
 
 /// A smaller run that still fails.
 pub struct Shrunk<S: Scenario> {
-    /// The plan, with only the needed faults left on.
+    /// The options of the shrunk run: the scenario's, with runs limited
+    /// to the faults left on.
+    pub options: S::Options,
+    /// The plan the seed draws under those options.
     pub plan: S::Plan,
     /// Which of the plan's actions to run.
     pub keep: Vec<bool>,
-    /// The faults left on (for the repro command).
+    /// The faults left on.
     pub faults: Vec<S::Fault>,
     /// The run of what is left, with its readable trace.
     pub outcome: Outcome<S::Tally>,
@@ -28,22 +32,25 @@ impl<S: Scenario> Shrunk<S> {
         self.keep.iter().filter(|&&kept| kept).count()
     }
 
-    /// The command that replays the shrunk run.
+    /// The command that replays the shrunk run: its options are those the
+    /// shrink ran, so it replays exactly what the shrink saw fail.
     pub fn repro(&self, scenario: &S, seed: u64) -> String {
         format!(
-            "{} repro --seed {seed}{}{} --keep {}",
+            "{} repro --seed {seed}{} --keep {}",
             scenario.command(),
-            scenario.fault_flags(Some(&self.faults)),
-            scenario.flags(),
+            flags_text(&self.options),
             keep_ranges(&self.keep)
         )
     }
 }
 
-/// Shrinks the failing `plan`, whose first run failed at `failing_step`.
-pub fn shrink<S: Scenario>(scenario: &S, plan: &S::Plan, failing_step: usize) -> Shrunk<S> {
+/// Shrinks the run of `seed`, whose first run failed at `failing_step`.
+/// Faults are switched off through the options ([`Scenario::limit_faults`])
+/// and the seed drawn again, so that what the shrink ends with is what
+/// its options replay.
+pub fn shrink<S: Scenario>(scenario: &S, seed: u64, failing_step: usize) -> Shrunk<S> {
     let mut runs = 0;
-    let mut fails = |plan: &S::Plan, keep: &[bool]| {
+    let mut fails = |scenario: &S, plan: &S::Plan, keep: &[bool]| {
         runs += 1;
         runs <= RUNS_MAX
             && run_caught(scenario, plan, Some(keep), false)
@@ -51,7 +58,9 @@ pub fn shrink<S: Scenario>(scenario: &S, plan: &S::Plan, failing_step: usize) ->
                 .violation
                 .is_some()
     };
-    let steps = scenario.actions(plan);
+    let mut current = scenario.with_options(scenario.options().clone());
+    let mut plan = current.draw(seed);
+    let steps = current.actions(&plan);
     let mut keep: Vec<bool> = (0..steps).map(|step| step <= failing_step).collect();
     let mut chunk = steps.div_ceil(2).max(1);
     loop {
@@ -63,7 +72,7 @@ pub fn shrink<S: Scenario>(scenario: &S, plan: &S::Plan, failing_step: usize) ->
                 candidate[start..end]
                     .iter_mut()
                     .for_each(|kept| *kept = false);
-                if fails(plan, &candidate) {
+                if fails(&current, &plan, &candidate) {
                     keep = candidate;
                 }
             }
@@ -74,16 +83,27 @@ pub fn shrink<S: Scenario>(scenario: &S, plan: &S::Plan, failing_step: usize) ->
         }
         chunk = chunk.div_ceil(2);
     }
-    let mut plan = plan.clone();
-    for fault in scenario.faults(&plan) {
-        let candidate = scenario.without_fault(&plan, fault);
-        if fails(&candidate, &keep) {
-            plan = candidate;
+    for fault in current.faults(&plan) {
+        let rest: Vec<S::Fault> = (current.faults(&plan).into_iter())
+            .filter(|&other| other != fault)
+            .collect();
+        let candidate = current.with_options(current.limit_faults(&rest));
+        let candidate_plan = candidate.draw(seed);
+        // A scenario whose actions depend on its faults cannot shrink them
+        // this way: the steps kept would mean other actions.
+        if candidate.actions(&candidate_plan) == steps && fails(&candidate, &candidate_plan, &keep)
+        {
+            current = candidate;
+            plan = candidate_plan;
         }
     }
-    let faults = scenario.faults(&plan);
-    let (outcome, _) = run_caught(scenario, &plan, Some(&keep), true);
+    let faults = current.faults(&plan);
+    let options = current.limit_faults(&faults);
+    let current = current.with_options(options.clone());
+    let plan = current.draw(seed);
+    let (outcome, _) = run_caught(&current, &plan, Some(&keep), true);
     Shrunk {
+        options,
         plan,
         keep,
         faults,

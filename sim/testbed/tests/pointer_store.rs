@@ -1,4 +1,5 @@
-//! The worked example (`examples/pointer_store.rs`) under the testbed: the
+//! The worked example with full control (`examples/pointer_store_scenario.rs`)
+//! under the testbed: the
 //! right update protocol passes a campaign and every crash state of short
 //! workloads; each classic bug of Pillai et al. (OSDI '14) is found by
 //! both, shrunk to a run that replays it, and its exhaustive state replays
@@ -7,7 +8,7 @@
 //! shards, the determinism check passes it and catches a scenario that
 //! leaks hash order, and a mark no seed reaches is flagged.
 
-#[path = "../examples/pointer_store.rs"]
+#[path = "../examples/pointer_store_scenario.rs"]
 mod pointer_store;
 
 use std::collections::HashSet;
@@ -18,7 +19,7 @@ use durlog_testbed::explore::{
 use durlog_testbed::shard::{ShardReport, merge};
 use durlog_testbed::shrink::shrink;
 use durlog_testbed::{Outcome, Progress, Scenario, run_campaign, run_caught, shard_seeds};
-use pointer_store::{Bug, PointerStore};
+use pointer_store::{Bug, PointerScenario};
 
 const BUGS: [Bug; 4] = [
     Bug::RenameUnsynced,
@@ -28,7 +29,7 @@ const BUGS: [Bug; 4] = [
 ];
 
 fn exhaust(
-    scenario: &PointerStore,
+    scenario: &PointerScenario,
     ops: u32,
     fail_fast: bool,
 ) -> durlog_testbed::explore::ExhaustSummary<pointer_store::Ops> {
@@ -43,7 +44,7 @@ fn exhaust(
 
 #[test]
 fn the_right_protocol_passes_seeds_and_every_crash_state() {
-    let scenario = PointerStore { bug: Bug::None };
+    let scenario = PointerScenario::new(Bug::None);
     let seeds: Vec<u64> = (0..5000).collect();
     let (summary, _) = run_campaign(&scenario, &seeds, 2, &Progress::default(), false);
     assert!(
@@ -60,7 +61,7 @@ fn the_right_protocol_passes_seeds_and_every_crash_state() {
 #[test]
 fn each_protocol_bug_is_found_shrunk_and_exhausted() {
     for bug in BUGS {
-        let scenario = PointerStore { bug };
+        let scenario = PointerScenario::new(bug);
         let seeds: Vec<u64> = (0..200).collect();
         let (summary, _) = run_campaign(&scenario, &seeds, 2, &Progress::default(), true);
         let (seed, violation) = summary
@@ -68,8 +69,7 @@ fn each_protocol_bug_is_found_shrunk_and_exhausted() {
             .first()
             .cloned()
             .unwrap_or_else(|| panic!("{bug:?} not found"));
-        let plan = scenario.draw(seed);
-        let shrunk = shrink(&scenario, &plan, violation.step);
+        let shrunk = shrink(&scenario, seed, violation.step);
         assert!(
             shrunk.kept() <= 3,
             "{bug:?}: {} actions left",
@@ -93,7 +93,7 @@ fn each_protocol_bug_is_found_shrunk_and_exhausted() {
         let (replayed, _, misfit) = replay(&scenario, &parsed, PAGES_MAX);
         assert!(!misfit);
         assert_eq!(replayed, Some(violation), "{bug:?}: {id} replays");
-        let (right, _, _) = replay(&PointerStore { bug: Bug::None }, &parsed, PAGES_MAX);
+        let (right, _, _) = replay(&PointerScenario::new(Bug::None), &parsed, PAGES_MAX);
         assert_eq!(right, None, "{bug:?}: {id} passes with the right protocol");
     }
 }
@@ -102,9 +102,7 @@ fn each_protocol_bug_is_found_shrunk_and_exhausted() {
 /// and shards merged print what one run prints.
 #[test]
 fn threads_and_shards_change_nothing() {
-    let scenario = PointerStore {
-        bug: Bug::NoDirFsync,
-    };
+    let scenario = PointerScenario::new(Bug::NoDirFsync);
     let seeds: Vec<u64> = (0..300).collect();
     let (one, digests) = run_campaign(&scenario, &seeds, 1, &Progress::default(), false);
     let (three, _) = run_campaign(&scenario, &seeds, 3, &Progress::default(), false);
@@ -132,17 +130,24 @@ fn threads_and_shards_change_nothing() {
 /// A scenario whose digest takes a hash set's iteration order, which
 /// differs between runs in one process: the determinism check names it;
 /// the example itself passes.
-struct Leaky(PointerStore);
+struct Leaky(PointerScenario);
 
 impl Scenario for Leaky {
-    type Plan = <PointerStore as Scenario>::Plan;
-    type Tally = <PointerStore as Scenario>::Tally;
-    type Fault = <PointerStore as Scenario>::Fault;
+    type Options = <PointerScenario as Scenario>::Options;
+    type Plan = <PointerScenario as Scenario>::Plan;
+    type Tally = <PointerScenario as Scenario>::Tally;
+    type Fault = <PointerScenario as Scenario>::Fault;
     fn command(&self) -> &str {
         "leaky"
     }
-    fn flags(&self) -> String {
-        String::new()
+    fn options(&self) -> &Self::Options {
+        self.0.options()
+    }
+    fn with_options(&self, options: Self::Options) -> Leaky {
+        Leaky(self.0.with_options(options))
+    }
+    fn limit_faults(&self, faults: &[Self::Fault]) -> Self::Options {
+        self.0.limit_faults(faults)
     }
     fn draw(&self, seed: u64) -> Self::Plan {
         self.0.draw(seed)
@@ -152,12 +157,6 @@ impl Scenario for Leaky {
     }
     fn faults(&self, plan: &Self::Plan) -> Vec<Self::Fault> {
         self.0.faults(plan)
-    }
-    fn without_fault(&self, plan: &Self::Plan, fault: Self::Fault) -> Self::Plan {
-        self.0.without_fault(plan, fault)
-    }
-    fn fault_flags(&self, _faults: Option<&[Self::Fault]>) -> String {
-        String::new()
     }
     fn run(&self, plan: &Self::Plan, keep: Option<&[bool]>, trace: bool) -> Outcome<Self::Tally> {
         let mut outcome = self.0.run(plan, keep, trace);
@@ -172,7 +171,7 @@ impl Scenario for Leaky {
 fn the_determinism_check_passes_the_example_and_catches_a_leak() {
     let seeds: Vec<u64> = (0..64).collect();
     let progress = Progress::default();
-    let scenario = PointerStore { bug: Bug::None };
+    let scenario = PointerScenario::new(Bug::None);
     let clean = durlog_testbed::campaign::check_determinism(&scenario, &seeds, 2, &progress);
     assert!(clean.is_empty(), "{clean:?}");
     let leaky = durlog_testbed::campaign::check_determinism(&Leaky(scenario), &seeds, 2, &progress);
@@ -186,13 +185,13 @@ fn the_determinism_check_passes_the_example_and_catches_a_leak() {
 /// a zero, flagged.
 #[test]
 fn marks_are_counted_and_zeros_flagged() {
-    let scenario = PointerStore { bug: Bug::None };
+    let scenario = PointerScenario::new(Bug::None);
     let seeds: Vec<u64> = (0..2000).collect();
     let (summary, _) = run_campaign(&scenario, &seeds, 2, &Progress::default(), false);
     assert!(
         summary
             .marks
-            .count("pointer store: a new file's name synced")
+            .count("pointer store: a pointer a crash left removed")
             > 0,
         "{summary}"
     );

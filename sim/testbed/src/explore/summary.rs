@@ -16,7 +16,7 @@ use crate::Violation;
 const FAILING_WORKLOADS_KEPT: usize = 10;
 
 /// What an exhaustive check was asked to do.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct ExhaustOptions {
     /// Workloads of 1 to this many operations.
     pub ops: u32,
@@ -35,7 +35,7 @@ pub struct ExhaustProgress {
 }
 
 /// What an exhaustive check found, summed in workload order.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct ExhaustSummary<W> {
     /// The scenario's description of its workloads.
     pub header: String,
@@ -224,6 +224,6 @@ pub fn replay_command<E: Exhaustible>(
     if pages_max != PAGES_MAX {
         command.push_str(&format!(" --pages-max {pages_max}"));
     }
-    command.push_str(&scenario.flags());
+    command.push_str(&crate::options::flags_text(scenario.options()));
     command
 }
