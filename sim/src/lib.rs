@@ -49,19 +49,40 @@ pub struct DurlogSim {
 }
 
 /// The coverage marks of the engine (`durlog_vfs::mark!` in engine/src),
-/// which a campaign should reach; a test checks the list against the code.
-pub const MARKS: &[&str] = &[
-    "group: a group of several appends",
-    "group: an append refused against an earlier member of its group",
-    "writer: zeros preallocated with a group",
-    "writer: a roll renames the prepared segment",
-    "writer: records written again without zeros for want of room",
-    "writer: a failed group cut back",
-    "writer: a cut-back that fails poisons the log",
-    "recovery: a header across a page boundary taken as the write's own",
-    "recovery: an older seq at the damage passed over",
-    "subscribe: a follower's next bytes were not its records",
-    "retention: a decided change poisoned by a later step",
+/// which a campaign must reach, each with the faults of which it needs one
+/// allowed (none: it needs no fault); a test checks the list against the
+/// code.
+pub const MARKS: &[(&str, &[FaultKind])] = &[
+    ("group: a group of several appends", &[]),
+    (
+        "group: an append refused against an earlier member of its group",
+        &[],
+    ),
+    ("writer: zeros preallocated with a group", &[]),
+    ("writer: a roll renames the prepared segment", &[]),
+    (
+        "writer: records written again without zeros for want of room",
+        &[FaultKind::NoSpace, FaultKind::ShortWrite],
+    ),
+    ("writer: a failed group cut back", &[]),
+    ("writer: a cut-back that fails poisons the log", &[]),
+    (
+        "recovery: a header across a page boundary taken as the write's own",
+        &[FaultKind::MisdirectedWrite],
+    ),
+    (
+        "recovery: an older seq at the damage passed over",
+        &[
+            FaultKind::LostUnsyncedPages,
+            FaultKind::TornWrite,
+            FaultKind::UnsyncedSizeChange,
+        ],
+    ),
+    (
+        "subscribe: a follower's next bytes were not its records",
+        &[],
+    ),
+    ("retention: a decided change poisoned by a later step", &[]),
 ];
 
 impl Scenario for DurlogSim {
@@ -115,7 +136,14 @@ impl Scenario for DurlogSim {
         }
     }
 
+    /// The marks whose faults the options allow.
     fn marks(&self) -> Vec<&'static str> {
-        MARKS.to_vec()
+        let allowed = |kind: &FaultKind| {
+            (self.options.faults.as_ref()).is_none_or(|FaultList(list)| list.contains(kind))
+        };
+        (MARKS.iter())
+            .filter(|(_, needs)| needs.is_empty() || needs.iter().any(allowed))
+            .map(|(name, _)| *name)
+            .collect()
     }
 }

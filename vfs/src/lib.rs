@@ -3,7 +3,8 @@
 //! The engine performs every file operation through [`Vfs`] and [`VfsFile`],
 //! never through `std::fs`, so the same code runs on a real disk
 //! ([`PosixVfs`]) and on a simulated one that injects the faults of real
-//! disks and kernels (`SimVfs`, see the `sim` module for its fault model).
+//! disks and kernels ([`SimVfs`](sim::SimVfs), with the `sim` feature; the
+//! [`sim`] module's documentation is its fault model, kind by kind).
 //!
 //! The trait is deliberately small: it holds exactly the operations a
 //! segmented log needs, and each method states what is durable when it
@@ -31,8 +32,11 @@ use std::path::Path;
 pub mod fs;
 pub mod marks;
 mod posix;
+/// The simulated disk: its model of a page cache, power loss and every
+/// fault it injects (the module's documentation), and its types, which the
+/// crate root re-exports.
 #[cfg(feature = "sim")]
-mod sim;
+pub mod sim;
 
 pub use posix::PosixVfs;
 #[cfg(feature = "sim")]

@@ -62,6 +62,10 @@ pub struct RunArgs {
     /// campaign too short, or with too few faults, to reach them all).
     #[arg(long)]
     pub allow_unreached_marks: bool,
+    /// Exit 0 even if this mark was never reached (repeatable): for a mark
+    /// too rare for the campaign's length.
+    #[arg(long, value_name = "MARK")]
+    pub allow_unreached_mark: Vec<String>,
 }
 
 /// `merge`: the reports of the shards of one range.
@@ -76,6 +80,9 @@ pub struct MergeArgs {
     /// Exit 0 even if a mark of the scenario was never reached.
     #[arg(long)]
     pub allow_unreached_marks: bool,
+    /// Exit 0 even if this mark was never reached (repeatable).
+    #[arg(long, value_name = "MARK")]
+    pub allow_unreached_mark: Vec<String>,
 }
 
 /// `repro`: one seed again, with its trace.
@@ -231,8 +238,11 @@ pub fn run<S: Scenario>(scenario: &S, args: &RunArgs, version: &str) -> ExitCode
     );
     let header = run_header(scenario, &args.seeds, args.shard);
     // A shard need not reach every mark: the merge of all shards must.
-    let marks_required = args.report.is_none() && !args.allow_unreached_marks;
-    let code = print_outcome(scenario, &header, &summary, args.shrink, marks_required);
+    let marks = MarksRequired {
+        all: args.report.is_none() && !args.allow_unreached_marks,
+        except: &args.allow_unreached_mark,
+    };
+    let code = print_outcome(scenario, &header, &summary, args.shrink, marks);
     match written {
         Some(Err(error)) => {
             eprintln!("{}: cannot write the report: {error}", scenario.command());
@@ -317,14 +327,11 @@ pub fn merge<S: Scenario>(scenario: &S, args: &MergeArgs) -> ExitCode {
         merged.summary.tally.cycles()
     );
     let header = run_header(&scenario, &merged.range, (0, 1));
-    let marks_required = !args.allow_unreached_marks;
-    print_outcome(
-        &scenario,
-        &header,
-        &merged.summary,
-        args.shrink,
-        marks_required,
-    )
+    let marks = MarksRequired {
+        all: !args.allow_unreached_marks,
+        except: &args.allow_unreached_mark,
+    };
+    print_outcome(&scenario, &header, &merged.summary, args.shrink, marks)
 }
 
 /// Violations listed one by one; the rest are counted.
@@ -333,21 +340,30 @@ const VIOLATIONS_LISTED: usize = 20;
 /// Lines of a shrunk trace printed; `repro` prints the rest.
 const SHRUNK_TRACE_LINES: usize = 60;
 
+/// Which of the scenario's marks a campaign must reach.
+struct MarksRequired<'a> {
+    /// All of them (but `except`), or none.
+    all: bool,
+    except: &'a [String],
+}
+
 /// The deterministic stdout of a campaign: the command, the summary, and
 /// the violations with their reproduction (the first `shrink_count`
 /// shrunk). Exits 1 on a violation, or on a mark of the scenario that no
-/// seed reached if `marks_required`.
+/// seed reached that `marks` requires.
 fn print_outcome<S: Scenario>(
     scenario: &S,
     header: &str,
     summary: &Summary<S::Tally>,
     shrink_count: usize,
-    marks_required: bool,
+    marks: MarksRequired<'_>,
 ) -> ExitCode {
     println!("{header}");
     println!("{summary}");
-    let missed = summary.marks_missed();
-    let marks_failed = marks_required && !missed.is_empty();
+    let missed: Vec<&str> = (summary.marks_missed().into_iter())
+        .filter(|mark| marks.all && !marks.except.iter().any(|allowed| allowed == mark))
+        .collect();
+    let marks_failed = !missed.is_empty();
     if marks_failed {
         println!();
         println!(
