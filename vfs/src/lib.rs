@@ -3,8 +3,8 @@
 //! The engine performs every file operation through [`Vfs`] and [`VfsFile`],
 //! never through `std::fs`, so the same code runs on a real disk
 //! ([`PosixVfs`]) and on a simulated one that injects the faults of real
-//! disks and kernels ([`SimVfs`](sim::SimVfs), with the `sim` feature; the
-//! [`sim`] module's documentation is its fault model, kind by kind).
+//! disks and kernels (`SimVfs`, with the `sim` feature; the `sim` module's
+//! documentation is its fault model, kind by kind).
 //!
 //! The trait is deliberately small: it holds exactly the operations a
 //! segmented log needs, and each method states what is durable when it

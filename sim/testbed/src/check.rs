@@ -429,13 +429,10 @@ impl<S: Store + 'static> Check<S> {
         });
         let (outcome, _) = run_caught(scenario, &plan, keep.as_deref(), true);
         let trace = outcome.trace.join("\n");
-        eprintln!(
-            "durlog-testbed: {}: seed {seed}\n{trace}",
-            self.display_name()
-        );
         match outcome.violation {
             None => {
-                eprintln!("ok: seed {seed} passes");
+                eprintln!("durlog-testbed: {}: seed {seed}", self.display_name());
+                eprintln!("{trace}\nok: seed {seed} passes");
                 Ok(Report {
                     seeds: 1,
                     counts: outcome.tally,
@@ -456,13 +453,12 @@ impl<S: Store + 'static> Check<S> {
             .parse()
             .unwrap_or_else(|error| panic!("DURLOG_TESTBED_STATE: {error}"));
         let (violation, trace, misfit) = replay(workloads, &id, PAGES_MAX);
-        eprintln!("{}", trace.join("\n"));
         if misfit {
             eprintln!("warning: the state's choices do not fit this run (another build's?)");
         }
         match violation {
             None => {
-                eprintln!("ok: state {id} passes");
+                eprintln!("{}\nok: state {id} passes", trace.join("\n"));
                 Ok(())
             }
             Some(violation) => Err(plain_failure(format!(

@@ -103,20 +103,14 @@ pub fn run(plan: &Plan, keep: Option<&[bool]>, trace: bool) -> Outcome {
     let violation = match result {
         Ok(Ok(())) => None,
         Ok(Err(violation)) => Some(violation),
-        Err(panic) => Some(format!("panic: {}", panic_text(&panic))),
+        // Caught here rather than by the testbed, so that the cluster's
+        // trace and counts up to the panic are kept.
+        Err(panic) => Some(format!("panic: {}", durlog_testbed::panic_message(&*panic))),
     };
     let simulated_ns = cluster.exec.now_ns();
     let outcome = cluster.finish(violation, simulated_ns);
     drop(entered);
     outcome
-}
-
-fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
-    panic
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| panic.downcast_ref::<&str>().map(|text| (*text).to_owned()))
-        .unwrap_or_else(|| "(not a string)".to_owned())
 }
 
 fn raft_config(plan: &Plan) -> Arc<Config> {

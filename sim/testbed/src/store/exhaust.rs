@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use durlog_vfs::{FaultConfig, SimVfs};
 
-use super::{Model, Open, Step, Store, StoreOptions, StorePlan, run};
+use super::{Model, Open, Step, Store, StoreOptions, StorePlan, run, short};
 use crate::explore::{Exhaustible, PowerLossHook};
 use crate::scenario::Violation;
 
@@ -107,18 +107,20 @@ impl<S: Store> Exhaustible for StoreWorkloads<S> {
 
     fn describe_step(&self, workload: &Letters, step: usize) -> String {
         match workload.0.get(step) {
-            Some(&letter) => format!(
-                "operation {} ({:?})",
-                step + 1,
-                self.alphabet[usize::from(letter)]
-            ),
+            Some(&letter) => {
+                let op = format!("{:?}", self.alphabet[usize::from(letter)]);
+                format!("operation {} ({})", step + 1, short(&op))
+            }
             None => "reading back after the power loss".to_string(),
         }
     }
 
     fn describe(&self, ops: u32) -> String {
         let letters: Vec<String> = (self.alphabet.iter().enumerate())
-            .map(|(index, op)| format!("{} = {op:?}", char::from(b'a' + index as u8)))
+            .map(|(index, op)| {
+                let op = short(&format!("{op:?}"));
+                format!("{} = {op}", char::from(b'a' + index as u8))
+            })
             .collect();
         format!(
             "exhaust --ops {ops}: every workload of 1 to {ops} operations of {}, then a power loss",

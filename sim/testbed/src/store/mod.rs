@@ -125,8 +125,8 @@ pub fn expect_eq<T: PartialEq + fmt::Debug>(
         let (found, expected) = (format!("{found:?}"), format!("{expected:?}"));
         Err(Failure::Mismatch(format!(
             "{what}: found {}, expected {}",
-            run::short(&found),
-            run::short(&expected)
+            short(&found),
+            short(&expected)
         )))
     }
 }
@@ -312,6 +312,17 @@ impl<Op> StorePlan<Op> {
     pub fn faults(&self) -> &FaultConfig {
         &self.faults
     }
+}
+
+/// `text`, cut to a line's worth.
+pub(crate) fn short(text: &str) -> String {
+    const CHARS_MAX: usize = 72;
+    let count = text.chars().count();
+    if count <= CHARS_MAX {
+        return text.to_string();
+    }
+    let head: String = text.chars().take(CHARS_MAX - 12).collect();
+    format!("{head}... ({count} chars)")
 }
 
 /// Two distinct operations the model draws (by their `Debug` text), or

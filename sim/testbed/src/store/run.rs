@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use durlog_vfs::{FaultEvent, FaultKind, SimVfs};
 
-use super::{Failure, Model, Open, PowerLoss, Step, Store, StorePlan};
+use super::{Failure, Model, Open, PowerLoss, Step, Store, StorePlan, short};
 use crate::explore::PowerLossHook;
 use crate::fs::Fs;
 use crate::scenario::{Counts, Outcome, Violation};
@@ -13,6 +13,9 @@ use crate::scenario::{Counts, Outcome, Violation};
 /// Model states kept at most; a run with more in doubt at once ends
 /// without a verdict (counted), never with a false alarm.
 const STATES_MAX: usize = 4096;
+
+/// Refusals for injected faults in a row after which a run ends.
+const REFUSALS_MAX: usize = 3;
 
 /// Openings tried after one power loss before a run ends: each that
 /// fails for an injected fault (a failed sync, a read error) is tried
@@ -311,8 +314,13 @@ impl<S: Store> Runner<'_, S> {
         };
         self.counts.bump("refusals excused by an injected fault");
         self.note(&format!("  {what}: {failure}; excused by {excuse}"));
-        if !self.vfs.damage().is_empty() || refusals >= 3 {
+        if !self.vfs.damage().is_empty() {
             self.counts.bump("runs ended by a refusal after damage");
+            return Err(Stop::End);
+        }
+        if refusals >= REFUSALS_MAX {
+            self.counts
+                .bump("runs ended by refusals for injected faults");
             return Err(Stop::End);
         }
         Ok(())
@@ -396,17 +404,6 @@ fn check_all<S: Store>(store: &mut S, states: &[S::Model]) -> Result<Vec<usize>,
         Some(failure) if passed.is_empty() => Err(failure),
         _ => Ok(passed),
     }
-}
-
-/// `text`, cut to a line's worth.
-pub(crate) fn short(text: &str) -> String {
-    const CHARS_MAX: usize = 72;
-    let count = text.chars().count();
-    if count <= CHARS_MAX {
-        return text.to_string();
-    }
-    let head: String = text.chars().take(CHARS_MAX - 12).collect();
-    format!("{head}... ({count} chars)")
 }
 
 fn dedup<M: PartialEq>(states: &mut Vec<M>) {
