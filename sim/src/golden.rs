@@ -226,13 +226,15 @@ fn check_tables(
         match names.iter().position(|found| found == name) {
             Some(at) => {
                 names.remove(at);
-                let bytes = contents(vfs, dir, name)?;
-                if !candidates.iter().any(|tables| encode(tables) == bytes) {
+                with_contents(vfs, dir, name, |bytes| {
+                    if candidates.iter().any(|tables| encode(tables) == bytes) {
+                        return Ok(());
+                    }
                     let hex: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
-                    return Err(format!(
+                    Err(format!(
                         "{name} holds {hex}, not one of {candidates:?} as FORMAT.md encodes it"
-                    ));
-                }
+                    ))
+                })??;
             }
             None if !candidates.iter().any(empty) => {
                 return Err(format!("no {name}, but the model has {candidates:?}"));
@@ -265,7 +267,7 @@ pub fn check_layout(
     let mut disk_bytes = 0;
     if let Some(at) = names.iter().position(|name| name == LOCK_FILE_NAME) {
         let name = names.remove(at);
-        if !contents(vfs, dir, &name)?.is_empty() {
+        if !with_contents(vfs, dir, &name, <[u8]>::is_empty)? {
             return Err(format!("the lock file {name} holds bytes"));
         }
     }
@@ -275,7 +277,7 @@ pub fn check_layout(
         Some(at) => {
             let name = names.remove(at);
             let want = state_file(model.first_seq(), model.purged_versions());
-            if contents(vfs, dir, &name)? != want {
+            if !with_contents(vfs, dir, &name, |bytes| bytes == want)? {
                 return Err(format!(
                     "the state file {name} does not say first seq {} and purged versions {:?} as FORMAT.md encodes them",
                     model.first_seq(),
@@ -293,12 +295,14 @@ pub fn check_layout(
     }
     if let Some(at) = names.iter().position(|name| name == NEXT_SEGMENT_NAME) {
         let name = names.remove(at);
-        let bytes = contents(vfs, dir, &name)?;
-        if bytes.iter().any(|&byte| byte != 0) {
+        let (len, zeros) = with_contents(vfs, dir, &name, |bytes| {
+            (bytes.len() as u64, bytes.iter().all(|&byte| byte == 0))
+        })?;
+        if !zeros {
             return Err(format!("the prepared next segment {name} holds data"));
         }
-        check_zero_tail(&name, bytes.len() as u64, 0, segment_bytes)?;
-        disk_bytes += bytes.len() as u64;
+        check_zero_tail(&name, len, 0, segment_bytes)?;
+        disk_bytes += len;
     }
     let mut segments = Segments {
         expected: model.encoded_records().collect(),
@@ -307,9 +311,11 @@ pub fn check_layout(
         segment_bytes,
     };
     for (position, name) in names.iter().enumerate() {
-        let bytes = contents(vfs, dir, name)?;
-        disk_bytes += bytes.len() as u64;
-        segments.check(name, &bytes, position + 1 == names.len())?;
+        let is_last = position + 1 == names.len();
+        with_contents(vfs, dir, name, |bytes| {
+            disk_bytes += bytes.len() as u64;
+            segments.check(name, bytes, is_last)
+        })??;
     }
     if max_bytes > 0 && disk_bytes > max_bytes {
         return Err(format!(
@@ -346,8 +352,15 @@ pub fn holds_table(vfs: &SimVfs, dir: &Path, tables: &Tables, consumers: bool) -
     }
 }
 
-fn contents(vfs: &SimVfs, dir: &Path, name: &str) -> Result<Vec<u8>, String> {
-    vfs.file_contents(&dir.join(name))
+/// `f` of the file `name`'s bytes, read in place (the disk is locked
+/// meanwhile: `f` must not touch it).
+fn with_contents<R>(
+    vfs: &SimVfs,
+    dir: &Path,
+    name: &str,
+    f: impl FnOnce(&[u8]) -> R,
+) -> Result<R, String> {
+    vfs.with_file_contents(&dir.join(name), f)
         .ok_or_else(|| format!("{name} vanished"))
 }
 

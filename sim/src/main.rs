@@ -8,6 +8,9 @@ use durlog_sim::exhaust::{DurlogWorkloads, WorkloadOptions};
 use durlog_sim::{DurlogSim, RunOptions, VERSION};
 use durlog_testbed::cli;
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "durlog-sim",

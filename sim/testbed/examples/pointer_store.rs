@@ -118,7 +118,13 @@ impl PointerStore {
         let mut log = self.fs.open(LOG)?;
         let mut value = vec![0u8; field(8) as usize];
         log.seek(SeekFrom::Start(field(0)))?;
-        log.read_exact(&mut value)?;
+        log.read_exact(&mut value)
+            .map_err(|error| match error.kind() {
+                io::ErrorKind::UnexpectedEof => {
+                    damaged("values.log: the pointer names bytes past its end")
+                }
+                _ => error,
+            })?;
         if checksum(&value) != field(16) {
             return Err(damaged(
                 "values.log: the value the pointer names is damaged",

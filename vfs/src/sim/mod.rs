@@ -354,7 +354,14 @@ impl SimVfs {
 
     /// What reads of the visible file at `path` return now.
     pub fn file_contents(&self, path: &Path) -> Option<Vec<u8>> {
-        self.disk().file_contents(path)
+        self.with_file_contents(path, <[u8]>::to_vec)
+    }
+
+    /// `f` of what reads of the visible file at `path` return now, without
+    /// a copy (`None` if there is no such file). The disk is locked while
+    /// `f` runs: `f` must not call into it.
+    pub fn with_file_contents<R>(&self, path: &Path, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+        self.disk().with_file_contents(path, f)
     }
 
     /// What a crash with every fault off would leave at `path` (`None` if

@@ -5,6 +5,7 @@
 //! `sync_dir` on its directory; `crash.rs` decides what a power loss makes
 //! of the names still pending.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
 use std::io;
@@ -58,11 +59,37 @@ impl Dir {
 }
 
 /// Lexical normalisation: drops `.` components (so `./a/b` and `a/./b` are
-/// `a/b`) and nothing else; `..` stays a literal name.
-pub(super) fn normalize(path: &Path) -> PathBuf {
+/// `a/b`) and nothing else; `..` stays a literal name. A path already in
+/// that form (every path the engine builds) is borrowed, not rebuilt: the
+/// simulator calls this in every operation on a name.
+pub(super) fn normalize(path: &Path) -> Cow<'_, Path> {
+    if is_normal(path) {
+        debug_assert_eq!(path, rebuilt(path), "is_normal agrees with components()");
+        return Cow::Borrowed(path);
+    }
+    Cow::Owned(rebuilt(path))
+}
+
+fn rebuilt(path: &Path) -> PathBuf {
     path.components()
         .filter(|component| !matches!(component, Component::CurDir))
         .collect()
+}
+
+/// Whether `components()` leaves `path` as it is, byte for byte: no `.`
+/// component, no doubled separator, no separator at the end (but the
+/// root's own).
+fn is_normal(path: &Path) -> bool {
+    let bytes = path.as_os_str().as_encoded_bytes();
+    if bytes == b"/" || bytes.is_empty() {
+        return true;
+    }
+    !bytes.ends_with(b"/")
+        && bytes != b"."
+        && !bytes.starts_with(b"./")
+        && !bytes.ends_with(b"/.")
+        && !bytes.windows(2).any(|pair| pair == b"//")
+        && !bytes.windows(3).any(|triple| triple == b"/./")
 }
 
 pub(super) fn split<'p>(path: &'p Path, what: &str) -> io::Result<(&'p Path, &'p OsStr)> {
@@ -164,7 +191,7 @@ impl Disk {
     pub(crate) fn list_dir(&mut self, dir: &Path) -> io::Result<Vec<DirEntry>> {
         let dir = normalize(dir);
         self.check_up(Call::on_path(TraceKind::ListDir, "list", &dir))?;
-        let result = match self.dirs.get(&dir) {
+        let result = match self.dirs.get(dir.as_ref()) {
             Some(node) => {
                 let mut entries: Vec<DirEntry> = node
                     .entries
@@ -232,7 +259,7 @@ impl Disk {
         let call = Call::on_path(TraceKind::SyncDir, "sync directory", &dir);
         self.check_up(call)?;
         self.counted(call, |_, _| ())?;
-        if !self.dirs.contains_key(&dir) {
+        if !self.dirs.contains_key(dir.as_ref()) {
             let error = self.not_a_dir("sync directory", &dir);
             self.trace_call(call, false);
             return Err(error);
@@ -251,8 +278,11 @@ impl Disk {
                 "fsync failed",
             ));
         }
-        self.dirs.get_mut(&dir).expect("checked above").sync();
-        self.dirty_dirs.remove(&dir);
+        self.dirs
+            .get_mut(dir.as_ref())
+            .expect("checked above")
+            .sync();
+        self.dirty_dirs.remove(dir.as_ref());
         self.trace_call(call, true);
         Ok(())
     }

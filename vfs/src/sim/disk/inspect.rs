@@ -100,9 +100,12 @@ impl Disk {
         self.trace.recording = on;
     }
 
-    pub(crate) fn file_contents(&self, path: &Path) -> Option<Vec<u8>> {
-        self.visible_file(path)
-            .map(|node| node.lock().cached().to_vec())
+    pub(crate) fn with_file_contents<R>(
+        &self,
+        path: &Path,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Option<R> {
+        self.visible_file(path).map(|node| f(node.lock().cached()))
     }
 
     pub(crate) fn durable_contents(&self, path: &Path) -> Option<Vec<u8>> {
@@ -121,7 +124,7 @@ impl Disk {
             .unwrap_or_else(|error| panic!("put_durable_file: {error}"));
         let node = Arc::new(FileNode::new(
             self.next_file_id,
-            Arc::from(path.as_path()),
+            Arc::from(path.as_ref()),
             FileData::durable(bytes),
         ));
         self.next_file_id += 1;
