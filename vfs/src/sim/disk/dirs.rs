@@ -93,6 +93,10 @@ fn is_normal(path: &Path) -> bool {
 }
 
 pub(super) fn split<'p>(path: &'p Path, what: &str) -> io::Result<(&'p Path, &'p OsStr)> {
+    if let Some(split) = split_normal(path) {
+        debug_assert_eq!(Some(split), path.parent().zip(path.file_name()));
+        return Ok(split);
+    }
     match (path.parent(), path.file_name()) {
         (Some(parent), Some(name)) => Ok((parent, name)),
         _ => Err(io::Error::new(
@@ -100,6 +104,22 @@ pub(super) fn split<'p>(path: &'p Path, what: &str) -> io::Result<(&'p Path, &'p
             format!("{what} {}: the path names no file", path.display()),
         )),
     }
+}
+
+/// `path.parent()` and `path.file_name()` of a normal path, by its last
+/// separator instead of parsing components from the back; `None` where
+/// that could differ from them (a last component `..`, no name).
+fn split_normal(path: &Path) -> Option<(&Path, &OsStr)> {
+    let text = path.to_str()?;
+    let (parent, name) = match text.rfind('/') {
+        Some(0) => ("/", &text[1..]),
+        Some(at) => (&text[..at], &text[at + 1..]),
+        None => ("", text),
+    };
+    if name.is_empty() || name == ".." || name == "." {
+        return None;
+    }
+    Some((Path::new(parent), OsStr::new(name)))
 }
 
 impl Disk {

@@ -8,7 +8,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::dirs::{Node, normalize, split};
+use super::dirs::{Dir, Node, normalize, split};
 use super::{Disk, error, not_found};
 use crate::sim::fault::{Damage, FaultKind};
 use crate::sim::fault_log::FaultEvent;
@@ -169,7 +169,9 @@ impl Disk {
     pub(crate) fn image_digest(&self) -> u128 {
         let mut hasher = ImageHasher::default();
         let mut files: BTreeMap<u64, u64> = BTreeMap::new();
-        for (dir_path, dir) in &self.dirs {
+        let mut dirs: Vec<(&PathBuf, &Dir)> = self.dirs.iter().collect();
+        dirs.sort_by(|(a, _), (b, _)| a.cmp(b));
+        for (dir_path, dir) in dirs {
             hasher.bytes(dir_path.as_os_str().as_encoded_bytes());
             for (name, node) in &dir.durable {
                 hasher.bytes(name.as_encoded_bytes());

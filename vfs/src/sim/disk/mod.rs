@@ -18,7 +18,7 @@ mod files;
 mod inspect;
 mod locks;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -140,7 +140,10 @@ pub(crate) struct Disk {
     rng: ChaCha8Rng,
     faults: FaultConfig,
     weights: [f64; FaultKind::COUNT],
-    dirs: BTreeMap<PathBuf, Dir>,
+    /// Every directory by its normal path. Hashed, not ordered: looked
+    /// up in every operation on a name, and iterated only in sorted form
+    /// (`files`, `image_digest`), so no hash order reaches a run.
+    dirs: HashMap<PathBuf, Dir>,
     /// Files a crash may change (dirty or dropped pages, unsynced size), by
     /// creation order. A crash visits only these.
     dirty_files: BTreeMap<u64, Arc<FileNode>>,
@@ -170,7 +173,7 @@ pub(crate) struct Disk {
 
 impl Disk {
     pub(crate) fn new(seed: u64, faults: FaultConfig) -> Disk {
-        let mut dirs = BTreeMap::new();
+        let mut dirs = HashMap::new();
         // The two roots: absolute paths hang off "/", relative ones off "".
         dirs.insert(PathBuf::from("/"), Dir::default());
         dirs.insert(PathBuf::new(), Dir::default());
