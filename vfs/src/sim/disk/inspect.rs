@@ -170,7 +170,7 @@ impl Disk {
         let mut hasher = ImageHasher::default();
         let mut files: BTreeMap<u64, u64> = BTreeMap::new();
         let mut dirs: Vec<(&PathBuf, &Dir)> = self.dirs.iter().collect();
-        dirs.sort_by(|(a, _), (b, _)| a.cmp(b));
+        dirs.sort_by_key(|(path, _)| *path);
         for (dir_path, dir) in dirs {
             hasher.bytes(dir_path.as_os_str().as_encoded_bytes());
             for (name, node) in &dir.durable {
