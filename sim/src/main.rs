@@ -8,6 +8,9 @@ use durlog_sim::exhaust::{DurlogWorkloads, WorkloadOptions};
 use durlog_sim::{DurlogSim, RunOptions, VERSION};
 use durlog_testbed::cli;
 
+/// A run allocates and frees at a high rate (files, records, events):
+/// mimalloc takes a tenth to a seventh less CPU than the system allocator,
+/// and no randomness (the digests are the same).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
