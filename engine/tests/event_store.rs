@@ -12,6 +12,8 @@ use std::time::Duration;
 use common::{Backend, clock, event};
 use durlog::vfs::{CrashScript, SimVfs, TraceKind};
 use durlog::{Deletion, Error, Expected, Filter, Log, Options, StreamMetadata};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 
 fn events(data: &[&str]) -> Vec<durlog::Event> {
     data.iter()
@@ -183,6 +185,101 @@ fn filters_keep_matching_records_and_events_and_limit_counts_records() {
             .unwrap()
             .unwrap();
         assert_eq!((live.seq, next.seq), (5, 7), "seq 6 holds no shipped event");
+    }
+}
+
+/// Filters against a model, on names that share prefixes (`a`, `ab`,
+/// `abc`; `t`, `ty`, `type`): an exact type matched by prefix, or a stream
+/// prefix matched exactly, would pass the cases above and fail here.
+#[test]
+fn filters_match_a_model_over_names_that_share_prefixes() {
+    const STREAMS: [&str; 4] = ["a", "ab", "abc", "b"];
+    const TYPES: [&str; 4] = ["t", "ty", "type", "u"];
+    for seed in 0..16u64 {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let vfs = SimVfs::new(seed);
+        let log = Log::open_with_vfs(vfs, "/log", clock(3)).unwrap();
+        let mut appended: Vec<(String, Vec<durlog::Event>)> = Vec::new();
+        for _ in 0..40 {
+            let stream = STREAMS[rng.random_range(0..4)];
+            let events: Vec<durlog::Event> = (0..rng.random_range(1..4))
+                .map(|i| event(TYPES[rng.random_range(0..4)], &[i]))
+                .collect();
+            log.append(stream, Expected::Any, &events).unwrap();
+            appended.push((stream.to_owned(), log.read(stream, 1, usize::MAX).unwrap()));
+        }
+        for case in 0..12 {
+            let mut filter = Filter::all();
+            let mut conditions = Vec::new();
+            for _ in 0..rng.random_range(1..3) {
+                let (kind, name) = match rng.random_range(0..3) {
+                    0 => ("stream prefix", STREAMS[rng.random_range(0..3)]),
+                    1 => ("type", TYPES[rng.random_range(0..4)]),
+                    _ => ("type prefix", TYPES[rng.random_range(0..3)]),
+                };
+                filter = match kind {
+                    "stream prefix" => filter.stream_prefix(name),
+                    "type" => filter.event_type(name),
+                    _ => filter.event_type_prefix(name),
+                };
+                conditions.push((kind, name));
+            }
+            let keeps = |stream: &str, event_type: &str| {
+                conditions.iter().all(|&(kind, name)| match kind {
+                    "stream prefix" => stream.starts_with(name),
+                    "type" => event_type == name,
+                    _ => event_type.starts_with(name),
+                })
+            };
+            // Each record's events as stored, in seq order, then filtered.
+            let mut versions = std::collections::BTreeMap::<&str, u64>::new();
+            let mut model: Vec<(u64, String, Vec<(String, u64)>)> = Vec::new();
+            for (index, (stream, all)) in appended.iter().enumerate() {
+                let count = all.len() as u64 - versions.get(stream.as_str()).copied().unwrap_or(0);
+                let first = all.len() as u64 - count + 1;
+                versions.insert(stream, all.len() as u64);
+                let kept: Vec<(String, u64)> = (all[first as usize - 1..].iter())
+                    .filter(|event| keeps(stream, &event.event_type))
+                    .map(|event| (event.event_type.clone(), event.version))
+                    .collect();
+                if !kept.is_empty() {
+                    model.push((index as u64 + 1, stream.clone(), kept));
+                }
+            }
+            let shape = |commits: Vec<durlog::Commit>| -> Vec<(u64, String, Vec<(String, u64)>)> {
+                commits
+                    .into_iter()
+                    .map(|commit| {
+                        let events = (commit.events.iter())
+                            .map(|event| (event.event_type.clone(), event.version))
+                            .collect();
+                        (commit.seq, commit.stream, events)
+                    })
+                    .collect()
+            };
+            let context = format!("seed {seed} case {case}: {conditions:?}");
+            let read = log.read_all_filtered(1, usize::MAX, &filter).unwrap();
+            assert_eq!(shape(read), model, "{context}");
+            let limit = rng.random_range(1..5);
+            let from = rng.random_range(1..=40);
+            let want: Vec<_> = (model.iter())
+                .filter(|(seq, ..)| *seq >= from)
+                .take(limit)
+                .cloned()
+                .collect();
+            let read = log.read_all_filtered(from, limit, &filter).unwrap();
+            assert_eq!(shape(read), want, "{context}: from {from}, limit {limit}");
+            let mut subscription = log.subscribe_filtered(1, filter.clone());
+            let delivered: Vec<durlog::Commit> = (0..model.len())
+                .map(|_| {
+                    subscription
+                        .next_timeout(Duration::from_secs(5))
+                        .unwrap()
+                        .unwrap()
+                })
+                .collect();
+            assert_eq!(shape(delivered), model, "{context}: subscribed");
+        }
     }
 }
 
