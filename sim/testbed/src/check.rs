@@ -26,9 +26,15 @@
 use std::fmt;
 use std::io;
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
+
+mod regressions;
+mod vars;
+
+use regressions::{parse_regressions, save_regression};
+use vars::Vars;
 
 use crate::campaign::{Progress, run_campaign};
 use crate::explore::{ExhaustOptions, ExhaustProgress, PAGES_MAX, StateId, replay, run_exhaust};
@@ -170,12 +176,9 @@ impl<S: Store + 'static> Check<S> {
     }
 
     /// The operations [`Check::exhaust`] builds its workloads of
-    /// (default: two distinct operations the model draws).
+    /// (default: two distinct operations the model draws); 1 to 26 of them
+    /// ([`StoreScenario::with_alphabet`]).
     pub fn alphabet(mut self, ops: Vec<<S::Model as Model>::Op>) -> Check<S> {
-        assert!(
-            (1..=26).contains(&ops.len()),
-            "an alphabet of 1 to 26 operations"
-        );
         self.alphabet = Some(ops);
         self
     }
@@ -549,119 +552,5 @@ fn push_trace(text: &mut String, trace: &[String]) {
             "    ... {} more lines: the replay prints them all\n",
             trace.len() - TRACE_LINES
         ));
-    }
-}
-
-/// The variables a check reads: the environment's, or those a replay
-/// line sets.
-struct Vars(Option<Vec<(String, String)>>);
-
-impl Vars {
-    fn env() -> Vars {
-        Vars(None)
-    }
-
-    fn words(words: &[String]) -> Vars {
-        let pairs = (words.iter())
-            .filter_map(|word| word.split_once('='))
-            .map(|(name, value)| (name.to_string(), value.to_string()))
-            .collect();
-        Vars(Some(pairs))
-    }
-
-    fn get(&self, name: &str) -> Option<String> {
-        match &self.0 {
-            None => std::env::var(name).ok(),
-            Some(pairs) => (pairs.iter())
-                .find(|(known, _)| known == name)
-                .map(|(_, value)| value.clone()),
-        }
-    }
-
-    fn u64(&self, name: &str) -> Option<u64> {
-        let text = self.get(name)?;
-        Some(
-            text.trim()
-                .parse()
-                .unwrap_or_else(|_| panic!("{name}={text}: not a seed")),
-        )
-    }
-
-    fn range(&self, name: &str) -> Option<Range<u64>> {
-        let text = self.get(name)?;
-        let parse = |part: &str| {
-            part.trim()
-                .parse::<u64>()
-                .unwrap_or_else(|_| panic!("{name}={text}: not a range A..B"))
-        };
-        let (start, end) = text
-            .split_once("..")
-            .unwrap_or_else(|| panic!("{name}={text}: not a range A..B"));
-        Some(parse(start)..parse(end))
-    }
-}
-
-/// The regression file's header.
-const REGRESSIONS_HEADER: &str = "\
-# Seeds that failed a durlog-testbed check: each runs first, before the
-# check's range, every time the check runs. Check this file in.
-# `seed N faults LIST`; the rest of a line after `#` is a note.
-";
-
-fn parse_regressions(text: &str) -> Result<Vec<(u64, Option<FaultList>)>, String> {
-    let mut entries = Vec::new();
-    for (number, line) in text.lines().enumerate() {
-        let line = line.split('#').next().unwrap_or_default().trim();
-        if line.is_empty() {
-            continue;
-        }
-        let bad = || {
-            format!(
-                "line {}: {line:?} is not `seed N [faults LIST]`",
-                number + 1
-            )
-        };
-        let words: Vec<&str> = line.split_whitespace().collect();
-        let entry = match words[..] {
-            ["seed", seed] => (seed.parse().map_err(|_| bad())?, None),
-            ["seed", seed, "faults", list] => (
-                seed.parse().map_err(|_| bad())?,
-                Some(list.parse().map_err(|_| bad())?),
-            ),
-            _ => return Err(bad()),
-        };
-        entries.push(entry);
-    }
-    Ok(entries)
-}
-
-/// Adds `seed` (run with `faults`) to the regression file at `path`
-/// (once), and says so.
-fn save_regression(path: &Path, seed: u64, faults: &FaultList, failure: &CheckFailure) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let known = parse_regressions(&text).unwrap_or_default();
-    if known.iter().any(|(known, _)| *known == seed) {
-        return format!("\n(seed {seed} is in {} already)", path.display());
-    }
-    let mut text = if text.is_empty() {
-        REGRESSIONS_HEADER.to_string()
-    } else {
-        text
-    };
-    let note: String = failure.message.chars().take(120).collect();
-    text.push_str(&format!(
-        "seed {seed} faults {faults} # {}\n",
-        note.replace('\n', " ")
-    ));
-    let written = path
-        .parent()
-        .map_or(Ok(()), std::fs::create_dir_all)
-        .and_then(|()| std::fs::write(path, &text));
-    match written {
-        Ok(()) => format!(
-            "\nsaved to {}: it runs first from now on (check it in)",
-            path.display()
-        ),
-        Err(error) => format!("\n(could not save the seed to {}: {error})", path.display()),
     }
 }
