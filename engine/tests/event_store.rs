@@ -188,6 +188,10 @@ fn filters_keep_matching_records_and_events_and_limit_counts_records() {
     }
 }
 
+/// A record as a filtered read shows it: seq, stream, and each event's
+/// type and version.
+type Shown = (u64, String, Vec<(String, u64)>);
+
 /// Filters against a model, on names that share prefixes (`a`, `ab`,
 /// `abc`; `t`, `ty`, `type`): an exact type matched by prefix, or a stream
 /// prefix matched exactly, would pass the cases above and fail here.
@@ -233,7 +237,7 @@ fn filters_match_a_model_over_names_that_share_prefixes() {
             };
             // Each record's events as stored, in seq order, then filtered.
             let mut versions = std::collections::BTreeMap::<&str, u64>::new();
-            let mut model: Vec<(u64, String, Vec<(String, u64)>)> = Vec::new();
+            let mut model: Vec<Shown> = Vec::new();
             for (index, (stream, all)) in appended.iter().enumerate() {
                 let count = all.len() as u64 - versions.get(stream.as_str()).copied().unwrap_or(0);
                 let first = all.len() as u64 - count + 1;
@@ -246,7 +250,7 @@ fn filters_match_a_model_over_names_that_share_prefixes() {
                     model.push((index as u64 + 1, stream.clone(), kept));
                 }
             }
-            let shape = |commits: Vec<durlog::Commit>| -> Vec<(u64, String, Vec<(String, u64)>)> {
+            let shape = |commits: Vec<durlog::Commit>| -> Vec<Shown> {
                 commits
                     .into_iter()
                     .map(|commit| {
