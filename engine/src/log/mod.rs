@@ -97,8 +97,8 @@ use writer::WriterSide;
 pub struct Log {
     settings: Arc<Settings>,
     recovery: RecoveryReport,
-    /// Lock rank 2. Shared with subscriptions, which read the committed
-    /// state (segments and offsets) to find records.
+    /// Lock rank `Rank::Shared`. Shared with subscriptions, which read the
+    /// committed state (segments and offsets) to find records.
     shared: Arc<Mutex<Shared>>,
     /// The last published seq, which subscriptions read without a lock,
     /// and a leaf lock for those that have caught up to sleep under.
@@ -106,8 +106,8 @@ pub struct Log {
     /// The writer side; `None` for a log opened read-only, which refuses
     /// every append.
     writer: Option<Arc<WriterSide>>,
-    /// Lock rank 1: the writer of the tables' files (stream metadata and
-    /// consumer positions), held across a file's replacement.
+    /// Lock rank `Rank::Tables`: the writer of the tables' files (stream
+    /// metadata and consumer positions), held across a file's replacement.
     tables_file: Mutex<streams::TablesFile>,
     /// A leaf lock: read handles of segments.
     handles: Mutex<Handles>,

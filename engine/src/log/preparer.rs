@@ -45,8 +45,8 @@ impl Next {
 
 /// The thread that prepares segments, once started.
 pub(crate) struct Preparer {
-    /// Lock rank 3 (see `Log`): taken under the writer's lock when a
-    /// segment first gets half full.
+    /// Lock rank `Rank::PreparerThread` (see `Log`): taken under the
+    /// writer's lock when a segment first gets half full.
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 

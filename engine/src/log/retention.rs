@@ -274,7 +274,7 @@ impl Log {
     }
 
     /// Takes the lead of the group commit, waiting for a leader's group to
-    /// finish first (with nothing held: lock rank 0).
+    /// finish first (with nothing held: `Rank::Lead`).
     fn wait_for_lead(&self) -> Result<Lead<'_>, Error> {
         let mut shared = lock(&self.shared);
         loop {

@@ -5,7 +5,7 @@
 //! Both tables live in the log's directory (`durlog.streams`,
 //! `durlog.consumers`, FORMAT.md "Stream metadata and consumer
 //! positions"), each replaced whole and atomically through the same
-//! machinery as the state file, under the tables' own lock (rank 1), and
+//! machinery as the state file, under the tables' own lock (`Rank::Tables`), and
 //! published in memory once durable. Reads apply them at once: a stream's
 //! events outside what its metadata and deletion show are never returned
 //! ([`Shown`]), by `read`, `read_backward`, `read_all*` and subscriptions

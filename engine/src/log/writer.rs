@@ -24,7 +24,8 @@ use crate::sync::{AtomicU64, Condvar, Mutex, MutexGuard, Ordering, Rank, lock};
 /// with the thread that prepares it.
 pub(crate) struct WriterSide {
     pub settings: Arc<Settings>,
-    /// Lock rank 2 (see `Log`): taken by a leader without the shared lock.
+    /// Lock rank `Rank::Writer` (see `Log`): taken by a leader without the
+    /// shared lock.
     pub writer: Mutex<Writer>,
     /// Signalled when the next segment is wanted, when a preparation ends,
     /// and when the log closes.
