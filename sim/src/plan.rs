@@ -211,7 +211,12 @@ impl Plan {
         // The workload is drawn from the unfiltered configuration, and
         // `--faults` applied after: a plan is the same whichever faults a
         // repro or a shrink switches off, so its steps keep their numbers.
-        let drawn = FaultConfig::swarm(&mut rng);
+        let mut drawn = FaultConfig::swarm(&mut rng);
+        // Read errors came after the other kinds: drawn from a stream of
+        // their own, so that every other draw of a seed stays as it was.
+        let mut read_errors = ChaCha8Rng::seed_from_u64(parts.named("read-error"));
+        let read_error = FaultConfig::swarm_opt_in(&mut read_errors).weight(FaultKind::ReadError);
+        drawn.set(FaultKind::ReadError, read_error);
         let mut faults = drawn.clone();
         if let Some(FaultList(allowed)) = &options.faults {
             for kind in FaultKind::ALL {

@@ -115,6 +115,9 @@ pub enum Excuse {
     /// A read refused: a bit flipped on read in the record, in both the
     /// read and the one re-read.
     ReadFlippedTwice,
+    /// A read failed with EIO: the disk failed a read (or an open) during
+    /// it, before reading anything.
+    ReadFailed,
     /// Open refused: a bit flipped at rest, or a misdirected write, in the
     /// record the refusal names (or after the last one, for a write that
     /// missed its place).
@@ -123,9 +126,11 @@ pub enum Excuse {
     /// ENOSPC, or a power loss during its group's commit.
     AppendFailedOnFault,
     /// Open failed with an I/O error and was retried: a failed fsync, a
-    /// short write, ENOSPC, or reads flipped during recovery.
+    /// short write, ENOSPC, a failed read, or reads flipped during
+    /// recovery.
     OpenFailedOnFault,
-    /// A read-only scan after a reopen failed: reads flipped during it.
+    /// A read-only scan after a reopen failed: reads flipped, or failed,
+    /// during it.
     ScanFlippedOnRead,
     /// A purge or a truncation failed with an I/O error: a failed fsync,
     /// a short write, ENOSPC, or a power loss during it.
@@ -133,11 +138,12 @@ pub enum Excuse {
 }
 
 impl Excuse {
-    pub const ALL: [Excuse; 9] = [
+    pub const ALL: [Excuse; 10] = [
         Excuse::LastRecordFlippedAtRest,
         Excuse::MisdirectedCopyGone,
         Excuse::ReadOfDamagedRecord,
         Excuse::ReadFlippedTwice,
+        Excuse::ReadFailed,
         Excuse::OpenRefusedDamage,
         Excuse::AppendFailedOnFault,
         Excuse::OpenFailedOnFault,
@@ -164,6 +170,10 @@ impl Excuse {
                 "reads refused",
                 "bit-flip-on-read in the record in both of its reads (FORMAT.md, Reading a record)",
             ),
+            Excuse::ReadFailed => (
+                "reads failed",
+                "read-error on a read or an open of the segment read: the disk returned EIO, the read says so and returns nothing (FORMAT.md, Reading a record)",
+            ),
             Excuse::OpenRefusedDamage => (
                 "opens refused",
                 "bit-flip-at-rest or misdirected-write in the refused record, by the refusing rule above (FORMAT.md, Recovery)",
@@ -174,11 +184,11 @@ impl Excuse {
             ),
             Excuse::OpenFailedOnFault => (
                 "opens retried",
-                "failed-fsync, short-write or no-space in recovery, or reads that never agreed (FORMAT.md, Recovery)",
+                "failed-fsync, short-write, no-space or read-error in recovery, or reads that never agreed (FORMAT.md, Recovery)",
             ),
             Excuse::ScanFlippedOnRead => (
                 "scans failed",
-                "bit-flip-on-read in the read-only scan after a reopen, reads that never agreed (FORMAT.md, Recovery)",
+                "bit-flip-on-read or read-error in the read-only scan after a reopen: reads that never agreed, or failed (FORMAT.md, Recovery)",
             ),
             Excuse::ChangeFailedOnFault => (
                 "changes failed",
@@ -402,8 +412,9 @@ impl Tally {
             "appends     {} submitted, {} acknowledged, {} version conflicts, {} over quota, {} failed on I/O",
             c.appends_submitted, c.appends_acked, c.conflicts, c.quota_refusals, c.io_failures
         )?;
-        let refused =
-            self.excused(Excuse::ReadOfDamagedRecord) + self.excused(Excuse::ReadFlippedTwice);
+        let refused = self.excused(Excuse::ReadOfDamagedRecord)
+            + self.excused(Excuse::ReadFlippedTwice)
+            + self.excused(Excuse::ReadFailed);
         writeln!(
             f,
             "reads       {} ({refused} refused on injected faults, never with wrong data)",

@@ -9,7 +9,7 @@ use std::ops::Range;
 use std::path::Path;
 
 use durlog::{Error, Rule};
-use durlog_vfs::{Damage, FaultEvent, FaultKind, SimVfs};
+use durlog_vfs::{Damage, FaultEvent, FaultKind, SimVfs, injected_fault};
 
 use crate::golden::{self, Placed, Placement};
 use crate::model::Model;
@@ -87,6 +87,14 @@ pub(crate) fn failed_read(
     evidence: &Evidence<'_>,
     faults: &[FaultEvent],
 ) -> Result<Excuse, String> {
+    if let Error::Io(io) = error
+        && injected_fault(io) == Some(FaultKind::ReadError)
+        && faults
+            .iter()
+            .any(|fault| fault.kind == FaultKind::ReadError)
+    {
+        return Ok(Excuse::ReadFailed);
+    }
     let Error::Corrupt { file, offset, .. } = error else {
         return Err(format!("read failed with no fault to explain it: {error}"));
     };
@@ -239,7 +247,11 @@ fn bits_apart(a: &[u8], b: &[u8]) -> u32 {
 fn fails_an_operation(kind: FaultKind) -> bool {
     matches!(
         kind,
-        FaultKind::FailedFsync | FaultKind::ShortWrite | FaultKind::NoSpace | FaultKind::Crash
+        FaultKind::FailedFsync
+            | FaultKind::ShortWrite
+            | FaultKind::NoSpace
+            | FaultKind::Crash
+            | FaultKind::ReadError
     )
 }
 
