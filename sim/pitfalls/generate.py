@@ -75,6 +75,8 @@ P=[
  ("engine/src/log/open.rs","        .map_or(report.last_seq, |last| last.min(report.last_seq));","        .map_or(u64::MAX, |last| last.min(report.last_seq));")]),
 ("30-position-again-not-written","Event store: a position recorded again after a recording that failed past its rename is taken as recorded, and not written",[
  ("engine/src/log/streams.rs","if recorded.is_some_and(|recorded| recorded >= seq) && !file.consumers_unsure {","if recorded.is_some_and(|recorded| recorded >= seq) {")]),
+("31-read-error-as-end-of-log","Recovery: a read the disk fails (EIO) taken for the end of the log, so the records after it are dropped (only read errors reach it: 0 violations in 20,000 seeds of the faults before them)",[
+ ("engine/src/recovery/mod.rs","                Err(error) => {\n                    outcome = Err(Refusal::from(error));\n                    break;\n                }\n            }\n        }\n        self.buf = window.into_buf();","                Err(_) => break,\n            }\n        }\n        self.buf = window.into_buf();")]),
 ("threads/01-leader-wakes-no-successor","Threads: a leader publishes its group without waking the next leader (a lost wake-up)",[
  ("engine/src/log/group.rs","        {\n            threads.push(next.clone());\n        }","        {\n            let _ = next;\n        }")]),
 ("threads/02-roll-publishes-before-the-dir-sync","Threads: a roll's directory sync done after the group is published (the woken appenders return first)",[
