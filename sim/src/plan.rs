@@ -107,6 +107,10 @@ pub enum Action {
     /// A subscriber to the events of one type, from `back` records before
     /// the end.
     SubscribeType { back: u32, event_type: u8 },
+    /// A second `Log::open` of the directory while the writer holds it,
+    /// with whatever it has in flight: refused with `Locked`, and no byte
+    /// of any file changed, in the cache or on the platter.
+    SecondOpen,
 }
 
 /// Whether and where an operation is interrupted by a power loss.
@@ -247,6 +251,7 @@ impl Plan {
             draw_actions(&mut rng, options, &drawn, streams, clients, segment_bytes);
         let retention = insert_changes(parts, &mut actions, segment_bytes);
         let retry_after_reopen = insert_event_store(parts, &mut actions);
+        insert_second_opens(parts, &mut actions);
         let canary_step = parts.canary(steps).filter(|_| options.canary);
         Plan {
             seed,
@@ -361,6 +366,19 @@ fn insert_event_store(parts: Parts, actions: &mut Vec<Action>) -> bool {
         actions.insert(at, action);
     }
     true
+}
+
+/// Second openers at drawn points of half the seeds (from a sub-seed of
+/// their own: every other draw stays).
+fn insert_second_opens(parts: Parts, actions: &mut Vec<Action>) {
+    let mut rng = ChaCha8Rng::seed_from_u64(parts.named("second-opener"));
+    if !rng.random_bool(0.5) {
+        return;
+    }
+    for _ in 0..actions.len() / rng.random_range(20..60) {
+        let at = rng.random_range(0..=actions.len());
+        actions.insert(at, Action::SecondOpen);
+    }
 }
 
 /// The engine's tuning, and `Plan::prepare_every`.

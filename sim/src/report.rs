@@ -219,6 +219,9 @@ pub struct Counters {
     pub segments_prepared: u64,
     /// Records handed to subscribers, each checked.
     pub deliveries: u64,
+    /// Second openers beside the writer, each refused with the files left
+    /// as they were.
+    pub second_opens_refused: u64,
     /// Purges that returned `Ok` having removed segments, by
     /// `purge_before` and by the retention.
     pub purges: u64,
@@ -254,6 +257,7 @@ impl Counters {
         self.log_bytes_max = self.log_bytes_max.max(other.log_bytes_max);
         self.segments_prepared += other.segments_prepared;
         self.deliveries += other.deliveries;
+        self.second_opens_refused += other.second_opens_refused;
         self.purges += other.purges;
         self.retention_purges += other.retention_purges;
         self.truncations += other.truncations;
@@ -435,6 +439,11 @@ impl Tally {
             f,
             "subscribers {} records delivered, each the next acknowledged one",
             c.deliveries
+        )?;
+        writeln!(
+            f,
+            "openers     {} second openers beside the writer refused, no byte changed",
+            c.second_opens_refused
         )?;
         writeln!(
             f,

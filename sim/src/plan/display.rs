@@ -64,6 +64,7 @@ impl fmt::Display for Action {
             | Action::RecordPosition { .. }
             | Action::Retry { .. }
             | Action::SubscribeType { .. } => fmt_event_store(self, f),
+            Action::SecondOpen => f.write_str("a second opener beside the writer"),
             Action::Reopen { quota, recovery } => write!(
                 f,
                 "restart process, quota {quota:?}{}",

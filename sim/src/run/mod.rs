@@ -133,6 +133,25 @@ struct Node {
 }
 
 impl Node {
+    /// The disk as a second opener must leave it: each file of the log's
+    /// directory with its size and a hash of its bytes as reads see them,
+    /// and a hash of everything a power loss would leave.
+    fn files(&self) -> (Vec<FileState>, u128) {
+        let files = (self.vfs.files().into_iter())
+            .filter(|path| path.starts_with(&self.dir))
+            .map(|path| {
+                let seen = self.vfs.with_file_contents(&path, |bytes| {
+                    (
+                        bytes.len(),
+                        durlog_testbed::fold_digests(bytes.chunks(8).map(word)),
+                    )
+                });
+                (path, seen)
+            })
+            .collect();
+        (files, self.vfs.image_digest())
+    }
+
     /// How many times the log has read the run's clock.
     fn ticks(&self) -> i64 {
         self.clock.load(Ordering::SeqCst)
@@ -327,6 +346,7 @@ impl<'a> World<'a> {
                 crash,
             } => self.purge(*keep_percent, *crash),
             Action::Truncate { back, crash } => self.truncate(*back, *crash),
+            Action::SecondOpen => self.second_open(),
             Action::Reopen { quota, recovery } => {
                 self.node.max_bytes = match quota {
                     QuotaChange::Keep => self.node.max_bytes,
@@ -339,6 +359,37 @@ impl<'a> World<'a> {
                 self.restart(*recovery)
             }
         }
+    }
+
+    /// A second opener while the writer holds the log: refused, and the
+    /// files as they were, bytes and durable bytes (an opener that
+    /// repaired before it took the lock would cut the writer's tail).
+    fn second_open(&mut self) -> Check {
+        let before = self.node.files();
+        let mark = self.node.vfs.fault_log_len();
+        match self.node.open(self.plan) {
+            Err(Error::Locked { .. }) => self.result.counters.second_opens_refused += 1,
+            Ok(_) => return Err("a second opener beside the writer was not refused".into()),
+            Err(Error::Io(_))
+                if excuse::explains_io_error(&self.node.vfs.fault_log_since(mark)) => {}
+            Err(error) => {
+                return Err(format!(
+                    "a second opener failed with {error}, not Locked, and no fault explains it"
+                ));
+            }
+        }
+        let after = self.node.files();
+        if before.0 != after.0 {
+            return Err(format!(
+                "a refused second opener changed the files: {:?} became {:?}",
+                sizes(&before.0),
+                sizes(&after.0)
+            ));
+        }
+        if before.1 != after.1 {
+            return Err("a refused second opener changed what is durable".into());
+        }
+        Ok(())
     }
 
     fn log(&self) -> &Log {
@@ -563,4 +614,26 @@ fn expected_version(spec: ExpectedSpec, current: u64) -> Expected {
         ExpectedSpec::NoStream => Expected::NoStream,
         ExpectedSpec::StreamExists => Expected::StreamExists,
     }
+}
+
+/// A file's path, and its size and bytes' hash if it is there.
+type FileState = (PathBuf, Option<(usize, u64)>);
+
+/// Each file's name and size, for a message.
+fn sizes(files: &[FileState]) -> Vec<(String, Option<usize>)> {
+    (files.iter())
+        .map(|(path, seen)| {
+            let name = path
+                .file_name()
+                .map_or_else(String::new, |name| name.to_string_lossy().into_owned());
+            (name, seen.map(|(len, _)| len))
+        })
+        .collect()
+}
+
+/// Up to 8 bytes as a word, for the hash of a file's bytes.
+fn word(bytes: &[u8]) -> u64 {
+    let mut word = [0u8; 8];
+    word[..bytes.len()].copy_from_slice(bytes);
+    u64::from_le_bytes(word)
 }

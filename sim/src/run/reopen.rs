@@ -45,7 +45,7 @@ impl Node {
         }
     }
 
-    fn open(&self, plan: &Plan) -> Result<Log, Error> {
+    pub(super) fn open(&self, plan: &Plan) -> Result<Log, Error> {
         let log = Log::open_tuned(
             self.vfs.clone(),
             &self.dir,
