@@ -79,6 +79,10 @@ pub const MARKS: &[(&str, &[FaultKind])] = &[
         ],
     ),
     (
+        "recovery: a repeated record truncated",
+        &[FaultKind::DuplicatedWrite],
+    ),
+    (
         "subscribe: a follower's next bytes were not its records",
         &[],
     ),

@@ -26,8 +26,8 @@ pub struct RunOptions {
     /// Only these faults may be enabled: a comma list of kinds
     /// (lost-unsynced-pages, torn-write, lost-dir-entry, unsynced-size-change,
     /// bit-flip-at-rest, bit-flip-on-read, failed-fsync, short-write,
-    /// no-space, misdirected-write, crash, read-error), or `none`.
-    /// Default: every kind but read-error, each seed drawing its own subset.
+    /// no-space, misdirected-write, crash, read-error, duplicated-write), or
+    /// `none`. Default: every kind, each seed drawing its own subset.
     #[arg(long)]
     pub faults: Option<FaultList>,
     /// Workload steps per seed (default: drawn per seed, up to 400).
@@ -221,6 +221,11 @@ impl Plan {
         let mut read_errors = ChaCha8Rng::seed_from_u64(parts.named("read-error"));
         let read_error = FaultConfig::swarm_opt_in(&mut read_errors).weight(FaultKind::ReadError);
         drawn.set(FaultKind::ReadError, read_error);
+        // So did duplicated writes, from a stream of their own again.
+        let mut duplicates = ChaCha8Rng::seed_from_u64(parts.named("duplicated-write"));
+        let duplicated =
+            FaultConfig::swarm_opt_in(&mut duplicates).weight(FaultKind::DuplicatedWrite);
+        drawn.set(FaultKind::DuplicatedWrite, duplicated);
         let mut faults = drawn.clone();
         if let Some(FaultList(allowed)) = &options.faults {
             for kind in FaultKind::ALL {

@@ -122,6 +122,11 @@ pub enum Excuse {
     /// record the refusal names (or after the last one, for a write that
     /// missed its place).
     OpenRefusedDamage,
+    /// Open refused by the seq at the damage: the header there lies in the
+    /// remains of a duplicated write's copy past the last record, whose
+    /// bytes (an older record's, cut by the writes after it) spell a later
+    /// seq.
+    OpenRefusedCopy,
     /// An append failed with an I/O error: a failed fsync, a short write,
     /// ENOSPC, or a power loss during its group's commit.
     AppendFailedOnFault,
@@ -138,13 +143,14 @@ pub enum Excuse {
 }
 
 impl Excuse {
-    pub const ALL: [Excuse; 10] = [
+    pub const ALL: [Excuse; 11] = [
         Excuse::LastRecordFlippedAtRest,
         Excuse::MisdirectedCopyGone,
         Excuse::ReadOfDamagedRecord,
         Excuse::ReadFlippedTwice,
         Excuse::ReadFailed,
         Excuse::OpenRefusedDamage,
+        Excuse::OpenRefusedCopy,
         Excuse::AppendFailedOnFault,
         Excuse::OpenFailedOnFault,
         Excuse::ScanFlippedOnRead,
@@ -177,6 +183,10 @@ impl Excuse {
             Excuse::OpenRefusedDamage => (
                 "opens refused",
                 "bit-flip-at-rest or misdirected-write in the refused record, by the refusing rule above (FORMAT.md, Recovery)",
+            ),
+            Excuse::OpenRefusedCopy => (
+                "opens refused",
+                "duplicated-write past the last record, its copy cut by later writes: the header at the damage is an older record's bytes that spell a later seq (FORMAT.md, What stays ambiguous)",
             ),
             Excuse::AppendFailedOnFault => (
                 "appends failed",

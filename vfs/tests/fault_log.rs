@@ -41,6 +41,7 @@ fn busy_faults(rng: &mut ChaCha8Rng) -> FaultConfig {
         .with(FaultKind::NoSpace, 0.05)
         .with(FaultKind::MisdirectedWrite, 0.05)
         .with(FaultKind::ReadError, 0.05)
+        .with(FaultKind::DuplicatedWrite, 0.5)
 }
 
 /// One random operation on files `/d/0` to `/d/3`. Errors are expected

@@ -470,12 +470,56 @@ fn read_error_is_opt_in_and_leaves_the_standard_draws_alone() {
         let swarm = FaultConfig::swarm(&mut standard);
         let with = FaultConfig::swarm_opt_in(&mut opt_in);
         assert!(!swarm.is_enabled(FaultKind::ReadError), "seed {seed}");
-        assert_eq!(
-            with.clone().with(FaultKind::ReadError, 0.0),
-            swarm,
-            "seed {seed}"
-        );
+        let standard_only =
+            (FaultKind::OPT_IN.iter()).fold(with.clone(), |config, &kind| config.with(kind, 0.0));
+        assert_eq!(standard_only, swarm, "seed {seed}");
         opted_in += usize::from(with.is_enabled(FaultKind::ReadError));
     }
     assert!(opted_in > 10 && opted_in < 54, "{opted_in} of 64 opted in");
+}
+
+#[test]
+fn duplicated_write_lands_again_right_after_itself_over_zeros_once() {
+    for_each_seed(0..32, |seed| {
+        let vfs = SimVfs::with_faults(seed, only(FaultKind::DuplicatedWrite, 1.0));
+        // No room after the first write (past the end), then a preallocated
+        // tail of zeros, with a non-zero byte at its far end.
+        let file = open(&vfs, "/f", OpenMode::CreateNew);
+        file.write_at(b"head", 0).unwrap();
+        assert!(vfs.duplicated_writes().is_empty(), "no zeros after the end");
+        file.set_len(64).unwrap();
+        file.write_at(&[7], 63).unwrap();
+        file.write_at(b"first", 4).unwrap();
+        let copied = contents(&vfs, "/f");
+        assert_eq!(
+            &copied[..14],
+            b"headfirstfirst",
+            "the copy right after itself"
+        );
+        file.write_at(b"second", 9).unwrap();
+        file.sync_all().unwrap();
+        let after = contents(&vfs, "/f");
+        assert_eq!(&after[..15], b"headfirstsecond");
+        assert!(after[15..63].iter().all(|&byte| byte == 0), "once only");
+        assert_eq!(after[63], 7);
+        let copies = vfs.duplicated_writes();
+        assert_eq!(copies.len(), 1, "{copies:?}");
+        assert_eq!(copies[0].path, Path::new("/f"));
+        assert_eq!((copies[0].offset, copies[0].len), (9, 5));
+        assert_eq!(copies[0].intended_offset, Some(4));
+        assert!(vfs.damage().is_empty(), "over zeros: nothing is damaged");
+        assert_eq!(vfs.fault_counts()[&FaultKind::DuplicatedWrite], 1);
+    });
+}
+
+#[test]
+fn duplicated_write_never_covers_bytes_that_are_not_zeros() {
+    let vfs = SimVfs::with_faults(3, only(FaultKind::DuplicatedWrite, 1.0));
+    vfs.put_durable_file(Path::new("/f"), &[1; 32]);
+    let file = open(&vfs, "/f", OpenMode::ReadWrite);
+    file.write_at(&[2; 8], 0).unwrap();
+    file.write_at(&[3; 8], 8).unwrap();
+    assert_eq!(contents(&vfs, "/f")[16..], [1; 16]);
+    assert!(vfs.duplicated_writes().is_empty());
+    assert!(!FaultConfig::all().is_enabled(FaultKind::DuplicatedWrite));
 }

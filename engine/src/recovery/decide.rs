@@ -184,13 +184,16 @@ impl Scanner {
             return Err(corrupt(rule, path, offset, reason));
         }
         let (rule, reason) = match parse_record(&rest) {
-            Ok(record) if record.seq < self.next_seq => (
-                Rule::Repeated,
-                format!(
-                    "a valid record with seq {} stands where seq {} belongs: a stale or repeated copy of an earlier record, garbage a crash leaves",
-                    record.seq, self.next_seq
-                ),
-            ),
+            Ok(record) if record.seq < self.next_seq => {
+                durlog_vfs::mark!("recovery: a repeated record truncated");
+                (
+                    Rule::Repeated,
+                    format!(
+                        "a valid record with seq {} stands where seq {} belongs: a stale or repeated copy of an earlier record, garbage a crash leaves",
+                        record.seq, self.next_seq
+                    ),
+                )
+            }
             _ => (Rule::Torn, defect.to_string()),
         };
         let torn = Tail::Torn {

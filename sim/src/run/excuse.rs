@@ -17,6 +17,18 @@ use crate::report::Excuse;
 
 use super::oracle::Check;
 
+/// Where a record's header holds its seq (FORMAT.md, Record: the
+/// length, the CRC, then the seq).
+const SEQ_FIELD: Range<u64> = 8..16;
+
+/// A duplicated write's copy (`SimVfs::duplicated_writes`): where it
+/// stands in `file`, and where the bytes it copies start.
+pub(crate) struct Copied {
+    pub(crate) file: std::path::PathBuf,
+    pub(crate) bytes: Range<u64>,
+    pub(crate) from: u64,
+}
+
 /// The evidence: the damage the disk did to one log's directory, and the
 /// faults it injected during the call being judged.
 pub(crate) struct Evidence<'a> {
@@ -28,18 +40,56 @@ pub(crate) struct Evidence<'a> {
     /// The files a misdirected write hit, as recovery was about to read
     /// them (set by the runner for a reopen).
     pub(crate) before_open: Vec<(std::path::PathBuf, Vec<u8>)>,
+    /// Where a duplicated write put a copy of a write over zeros: the only
+    /// bytes past the last record a segment may hold but zeros (the copy
+    /// is garbage, not damage; recovery truncates it as a repeated record).
+    pub(crate) copies: Vec<Copied>,
 }
 
 impl<'a> Evidence<'a> {
     pub(crate) fn new(vfs: &'a SimVfs, dir: &'a Path) -> Evidence<'a> {
         let mut damage = vfs.damage();
         damage.retain(|damage| damage.path.starts_with(dir));
+        let copies = (vfs.duplicated_writes().into_iter())
+            .filter(|copy| copy.path.starts_with(dir))
+            .map(|copy| Copied {
+                bytes: copy.offset..copy.offset + copy.len,
+                from: copy.intended_offset.unwrap_or(copy.offset),
+                file: copy.path,
+            })
+            .collect();
         Evidence {
             vfs,
             dir,
             damage,
             before_open: Vec::new(),
+            copies,
         }
+    }
+
+    /// Where each duplicated write's copy stands, by file.
+    pub(crate) fn copy_ranges(&self) -> Vec<(std::path::PathBuf, Range<u64>)> {
+        (self.copies.iter())
+            .map(|copy| (copy.file.clone(), copy.bytes.clone()))
+            .collect()
+    }
+
+    /// Whether a header at `offset` of `file` is a duplicated write's copy
+    /// of bytes inside a record, not of a record's start: it and its seq
+    /// field start inside the copy (whatever of the field lies past it is
+    /// the zeros the copy landed beside), and where it was copied from no
+    /// acknowledged record starts. A copied record start claims its own,
+    /// older, seq.
+    fn copied_mid_record(&self, file: &Path, offset: u64, placement: &Placement) -> bool {
+        let seq_field = offset + SEQ_FIELD.start;
+        self.copies.iter().any(|copy| {
+            copy.file == file
+                && copy.bytes.contains(&offset)
+                && copy.bytes.contains(&seq_field)
+                && placement
+                    .at(file, offset - copy.bytes.start + copy.from)
+                    .is_none()
+        })
     }
 
     /// The damage at rest that touched `file` within `bytes`: a flipped
@@ -129,8 +179,14 @@ pub(crate) fn refusal(
     rule: Rule,
     model: &Model,
     evidence: &Evidence<'_>,
-) -> Check {
+) -> Result<Excuse, String> {
     let placement = evidence.placement(model);
+    if rule == Rule::SeqAtDamage
+        && offset >= placement.end_in(file)
+        && evidence.copied_mid_record(file, offset, &placement)
+    {
+        return Ok(Excuse::OpenRefusedCopy);
+    }
     let bytes = match placement.at(file, offset) {
         _ if rule == Rule::Structure => 0..u64::MAX,
         Some(record) => record.bytes(),
@@ -147,7 +203,7 @@ pub(crate) fn refusal(
         return Err(format!("a refusal by {rule:?}, a rule that truncates"));
     }
     match evidence.damage_within(file, &bytes) {
-        Some(_) => Ok(()),
+        Some(_) => Ok(Excuse::OpenRefusedDamage),
         None => Err(format!(
             "Open refused {}:{offset} by rule {rule:?} but no damage touched bytes {bytes:?} there (damage: {:?})",
             file.display(),

@@ -303,6 +303,7 @@ impl Oracle {
             &tables,
             limits.segment_bytes,
             limits.max_bytes,
+            &evidence.copy_ranges(),
         )
     }
 
@@ -314,8 +315,8 @@ impl Oracle {
         rule: durlog::Rule,
         evidence: &Evidence<'_>,
     ) -> Check {
-        excuse::refusal(file, offset, rule, &self.model, evidence)?;
-        self.excuse(Excuse::OpenRefusedDamage, 1);
+        let excuse = excuse::refusal(file, offset, rule, &self.model, evidence)?;
+        self.excuse(excuse, 1);
         Ok(())
     }
 

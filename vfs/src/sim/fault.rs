@@ -67,6 +67,14 @@ pub enum FaultKind {
     /// before it existed draw the same; [`FaultConfig::swarm_opt_in`]
     /// draws it too.
     ReadError,
+    /// Each `write_at` whose length of bytes right after it are zeros
+    /// inside the file (a preallocated tail) lands there a second time, the
+    /// same bytes, and returns `Ok`, with this probability; at most once in
+    /// a `SimVfs`'s lifetime: a write the device ran twice (a retried
+    /// append, a duplicated write). The copy overwrites only zeros, so it
+    /// is not listed in `SimVfs::damage`: a log must take it for the stale
+    /// garbage it is. Opt-in, like `ReadError`.
+    DuplicatedWrite,
 }
 
 impl FaultKind {
@@ -84,12 +92,13 @@ impl FaultKind {
         FaultKind::MisdirectedWrite,
         FaultKind::Crash,
         FaultKind::ReadError,
+        FaultKind::DuplicatedWrite,
     ];
 
     /// The kinds a caller must ask for by name (or through
     /// [`FaultConfig::swarm_opt_in`]): every other kind is in
     /// [`FaultKind::STANDARD`].
-    pub const OPT_IN: &'static [FaultKind] = &[FaultKind::ReadError];
+    pub const OPT_IN: &'static [FaultKind] = &[FaultKind::ReadError, FaultKind::DuplicatedWrite];
 
     /// Every kind but the opt-in ones: what [`FaultConfig::all`] enables
     /// and [`FaultConfig::swarm`] draws, in this order (which fixes the
@@ -126,6 +135,7 @@ impl FaultKind {
             FaultKind::MisdirectedWrite => "misdirected-write",
             FaultKind::Crash => "crash",
             FaultKind::ReadError => "read-error",
+            FaultKind::DuplicatedWrite => "duplicated-write",
         }
     }
 
@@ -146,6 +156,7 @@ impl FaultKind {
             FaultKind::MisdirectedWrite => 0.001,
             FaultKind::Crash => 0.01,
             FaultKind::ReadError => 0.002,
+            FaultKind::DuplicatedWrite => 0.001,
         }
     }
 
@@ -177,7 +188,7 @@ impl FaultKind {
             | FaultKind::NoSpace
             | FaultKind::Crash => PER_OPERATION,
             FaultKind::BitFlipOnRead | FaultKind::ReadError => RARE,
-            FaultKind::MisdirectedWrite => ONCE,
+            FaultKind::MisdirectedWrite | FaultKind::DuplicatedWrite => ONCE,
         }
     }
 

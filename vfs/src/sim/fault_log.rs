@@ -49,7 +49,8 @@ pub struct FaultEvent {
     /// For a bit flip (on read or at rest): which bit of the byte at
     /// `offset` (0 = least significant).
     pub bit: Option<u8>,
-    /// For a misdirected write: where it was meant to go.
+    /// For a misdirected write: where it was meant to go. For a
+    /// duplicated write: where the write it copies went.
     pub intended_offset: Option<u64>,
     /// For a read flip: the read call's own offset and the bytes it
     /// returned, which hold the flipped byte.
@@ -111,6 +112,9 @@ pub(crate) struct FaultLog {
     /// Positions of the faults that can have damaged durable data (see
     /// `FaultKind::damages_durable_data`): what `SimVfs::damage` lists.
     damage: Vec<usize>,
+    /// Positions of the duplicated writes: what `SimVfs::duplicated_writes`
+    /// lists.
+    copies: Vec<usize>,
     counts: BTreeMap<FaultKind, u64>,
 }
 
@@ -132,6 +136,9 @@ impl FaultLog {
         *self.counts.entry(event.kind).or_insert(0) += 1;
         if event.kind.damages_durable_data() {
             self.damage.push(position);
+        }
+        if event.kind == FaultKind::DuplicatedWrite {
+            self.copies.push(position);
         }
         let file = file.map(Arc::downgrade);
         self.entries.push(Entry { event, file });
@@ -167,6 +174,13 @@ impl FaultLog {
         self.damage
             .iter()
             .map(|&position| self.event(position).damage())
+            .collect()
+    }
+
+    pub(crate) fn copies(&self) -> Vec<FaultEvent> {
+        self.copies
+            .iter()
+            .map(|&position| self.event(position))
             .collect()
     }
 

@@ -109,6 +109,13 @@
 //!   [`SimVfs::damage`]. Off in [`FaultConfig::all`] and
 //!   [`FaultConfig::swarm`] (so that existing seeds draw what they drew);
 //!   [`FaultConfig::swarm_opt_in`] and a configuration naming it turn it on.
+//! - [`FaultKind::DuplicatedWrite`] (w, opt-in): at most once in a
+//!   `SimVfs`'s lifetime, a `write_at` of n bytes lands a second time right
+//!   after itself, at its end, if the file holds n zeros there (a
+//!   preallocated tail), and returns `Ok`: a write the device ran twice.
+//!   It overwrites only zeros, so it is not in [`SimVfs::damage`];
+//!   [`SimVfs::duplicated_writes`] lists it. Off in [`FaultConfig::all`]
+//!   and [`FaultConfig::swarm`], like `ReadError`.
 //! - [`FaultKind::BitFlipAtRest`]: only through
 //!   [`SimVfs::flip_bit_at_rest`] and [`SimVfs::flip_random_bit_at_rest`]
 //!   (a simulator calls them between runs); flips durable bytes, and the
@@ -302,6 +309,14 @@ impl SimVfs {
     /// is named now (after any rename; see [`Damage::path`]).
     pub fn damage(&self) -> Vec<Damage> {
         self.disk().damage()
+    }
+
+    /// Every duplicated write so far (see [`FaultKind::DuplicatedWrite`]),
+    /// each naming its file as it is named now: where a copy of a write
+    /// stands, over what were zeros. Not damage; a checker that compares
+    /// a file's bytes past its expected end with zeros asks this.
+    pub fn duplicated_writes(&self) -> Vec<FaultEvent> {
+        self.disk().duplicated_writes()
     }
 
     /// How many times each fault changed an outcome (see the module doc):

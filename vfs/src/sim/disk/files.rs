@@ -116,6 +116,8 @@ impl Disk {
             let mut data = handle.node.lock();
             data.write(buf, offset);
             self.note_dirty_file(handle.node, &mut data);
+            drop(data);
+            self.maybe_duplicate(handle.node, buf, offset + len);
         }
         self.trace_call(call, true);
         Ok(())
@@ -244,6 +246,37 @@ impl Disk {
         let event = FaultEvent {
             intended_offset: Some(offset),
             ..FaultEvent::touching(FaultKind::MisdirectedWrite, landing, len)
+        };
+        self.fault_on_file(event, node);
+    }
+
+    /// With DuplicatedWrite, once: the write just made lands again at
+    /// `end`, right after itself, if the file holds zeros there for its
+    /// whole length (a preallocated tail). Only zeros are overwritten, so
+    /// nothing durable or acknowledged is damaged; what a log then finds at
+    /// its end is a valid copy of its own earlier records.
+    fn maybe_duplicate(&mut self, node: &Arc<FileNode>, buf: &[u8], end: u64) {
+        if self.duplicated_done || !self.faults.is_enabled(FaultKind::DuplicatedWrite) {
+            return;
+        }
+        let len = buf.len() as u64;
+        let mut data = node.lock();
+        let room = end
+            .checked_add(len)
+            .is_some_and(|copy_end| copy_end <= data.len())
+            && data.cached()[end as usize..(end + len) as usize]
+                .iter()
+                .all(|&byte| byte == 0);
+        if !room || !self.fires(FaultKind::DuplicatedWrite) {
+            return;
+        }
+        data.write(buf, end);
+        self.note_dirty_file(node, &mut data);
+        drop(data);
+        self.duplicated_done = true;
+        let event = FaultEvent {
+            intended_offset: Some(end - len),
+            ..FaultEvent::touching(FaultKind::DuplicatedWrite, end, len)
         };
         self.fault_on_file(event, node);
     }

@@ -72,6 +72,10 @@ impl Disk {
         self.fault_log.damage()
     }
 
+    pub(crate) fn duplicated_writes(&self) -> Vec<FaultEvent> {
+        self.fault_log.copies()
+    }
+
     pub(crate) fn fault_counts(&self) -> BTreeMap<FaultKind, u64> {
         self.fault_log.counts()
     }

@@ -157,6 +157,7 @@ pub(crate) struct Disk {
     op_count: u64,
     crash_at_op: Option<u64>,
     misdirected_done: bool,
+    duplicated_done: bool,
     /// Every injected fault; also their count and the damage list.
     fault_log: FaultLog,
     /// Held file locks: the locked file's id to the id of the lock taking
@@ -190,6 +191,7 @@ impl Disk {
             op_count: 0,
             crash_at_op: None,
             misdirected_done: false,
+            duplicated_done: false,
             fault_log: FaultLog::default(),
             locks: BTreeMap::new(),
             next_lock_id: 0,
