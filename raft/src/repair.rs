@@ -435,6 +435,81 @@ mod tests {
         assert!(!reach.is_covered_by::<u64>(None));
     }
 
+    /// The reach stands at or past the last entry the node held, whatever
+    /// a fault left from the damage on: garbage of every length from the
+    /// start of any record (cutting records short, or running past the
+    /// end), with or without valid records after it and zeros at the end.
+    /// A reach below it would let the node vote with a log that lost
+    /// entries it may have acknowledged.
+    #[test]
+    fn the_reach_covers_every_entry_the_damage_may_have_destroyed() {
+        use crate::events::TypeConfig;
+        use crate::mapping::Anchor;
+        use crate::meta::MetaBody;
+        use openraft::{Entry, EntryPayload, Vote};
+        use rand::{Rng, RngExt, SeedableRng};
+
+        for seed in 0..2000u64 {
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+            let held = rng.random_range(1..=10u64);
+            let mut term = 1;
+            let mut bytes = Vec::new();
+            let mut starts = Vec::new();
+            for index in 1..=held {
+                term += u64::from(rng.random_bool(0.3));
+                // Entries of every size: blank ones, the smallest, and
+                // requests from a few bytes to a few hundred.
+                let payload = match rng.random_range(0..3) {
+                    0 => EntryPayload::Blank,
+                    _ => EntryPayload::Normal(crate::events::EventRequest {
+                        stream: "s".into(),
+                        event_type: "t".into(),
+                        data: vec![7; rng.random_range(0..300)],
+                        expected_version: None,
+                    }),
+                };
+                let entry = Entry::<TypeConfig> {
+                    log_id: LogId::new(CommittedLeaderId::new(term, 1), index),
+                    payload,
+                };
+                let event = crate::codec::encode::<TypeConfig>(&entry).unwrap();
+                let payload = durlog::encode_batch(crate::STREAM, index, &[event]);
+                starts.push(bytes.len());
+                durlog::append_record(&mut bytes, index, &payload);
+            }
+            let damaged = rng.random_range(0..starts.len());
+            let from = starts[damaged];
+            let len = rng.random_range(1..=bytes.len() - from + 64);
+            let mut garbage = vec![0u8; len];
+            rng.fill_bytes(&mut garbage);
+            // A zero at the garbage's end would read as preallocation.
+            *garbage.last_mut().unwrap() |= 1;
+            if damaged > 0 && rng.random_bool(0.5) {
+                // A valid copy of an earlier record at the damage (a stale
+                // or misdirected write), garbage after it.
+                let copied = rng.random_range(0..damaged);
+                let record = bytes[starts[copied]..starts[copied + 1]].to_vec();
+                garbage.splice(..record.len().min(len), record);
+                garbage.truncate(len.max(starts[copied + 1] - starts[copied]));
+            }
+            let len = garbage.len();
+            let end = (from + len).max(bytes.len());
+            bytes.resize(end, 0);
+            bytes[from..from + len].copy_from_slice(&garbage);
+            bytes.resize(end + rng.random_range(0..100), 0);
+            let body = MetaBody::<u64> {
+                vote: Some(Vote::new_committed(term, 1)),
+                anchor: Anchor { seq: 1, index: 1 },
+                ..MetaBody::default()
+            };
+            let reach = super::reach_of::<TypeConfig>(&body, &[(1, bytes)], from as u64);
+            assert!(
+                (reach.term, reach.index) >= (term, held),
+                "seed {seed}: {held} entries held (last term {term}), damage at {from} for {len} bytes: reach {reach:?}"
+            );
+        }
+    }
+
     #[test]
     fn only_segment_names_have_a_seq() {
         assert_eq!(
