@@ -650,3 +650,79 @@ fn a_failure_before_a_rename_leaves_an_earlier_doubt() {
     }
     assert!(cases >= 1, "no recording failed after its rename");
 }
+
+/// Closing a log under live subscribers, on OS threads (the shuttle test
+/// of the same, `subscribers_purges_and_close_race_appenders`, compiles only
+/// with `--features shuttle`): subscribers asleep at the close, behind it,
+/// or waiting for a seq never written each end with `Closed` after every
+/// acknowledged record, in order, none twice.
+#[test]
+fn a_close_ends_every_subscriber_after_every_record() {
+    for seed in 0..6u64 {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let vfs = SimVfs::new(seed);
+        let log = Arc::new(Log::open_with_vfs(vfs, "/log", clock(1)).unwrap());
+        // From the start, from a later seq, and past the last record ever.
+        let appends = rng.random_range(20..80u64);
+        let froms = [
+            1,
+            1,
+            rng.random_range(1..=appends),
+            appends + 1,
+            appends + 5,
+        ];
+        let subscribers: Vec<_> = froms
+            .iter()
+            .map(|&from| {
+                let mut subscription = log.subscribe(from);
+                std::thread::spawn(move || {
+                    let mut seen = Vec::new();
+                    // Far longer than any wake-up takes: a subscriber
+                    // that runs into it slept through the close.
+                    let patience = Duration::from_secs(20);
+                    loop {
+                        let asked = std::time::Instant::now();
+                        match subscription.next_timeout(patience) {
+                            Ok(Some(commit)) => seen.push(commit.seq),
+                            Ok(None) => panic!("seed {seed}: from {from}, still asleep"),
+                            Err(Error::Closed) if asked.elapsed() >= patience => {
+                                panic!("seed {seed}: from {from}: the close woke no one")
+                            }
+                            Err(Error::Closed) => return (from, seen),
+                            Err(error) => panic!("seed {seed}: from {from}: {error}"),
+                        }
+                    }
+                })
+            })
+            .collect();
+        let appenders: Vec<_> = (0..2)
+            .map(|client| {
+                let log = Arc::clone(&log);
+                let count = appends / 2 + client * (appends % 2);
+                let size = rng.random_range(0..200);
+                std::thread::spawn(move || {
+                    for _ in 0..count {
+                        let events = [event("t", &vec![7; size])];
+                        log.append(&format!("s{client}"), Expected::Any, &events)
+                            .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for appender in appenders {
+            appender.join().unwrap();
+        }
+        let log = Arc::try_unwrap(log).ok().expect("the appenders are done");
+        assert_eq!(log.last_seq(), appends);
+        if rng.random_bool(0.5) {
+            log.close().unwrap();
+        } else {
+            drop(log);
+        }
+        for subscriber in subscribers {
+            let (from, seen) = subscriber.join().unwrap();
+            let want: Vec<u64> = (from..=appends).collect();
+            assert_eq!(seen, want, "seed {seed}: from {from}");
+        }
+    }
+}
