@@ -257,7 +257,7 @@ pub fn check_layout(
     tables: &[Tables],
     segment_bytes: u64,
     max_bytes: u64,
-    copies: &[(PathBuf, Range<u64>)],
+    copies: &[Copied],
 ) -> Result<(), String> {
     let mut names: Vec<String> = vfs
         .list_dir(dir)
@@ -316,8 +316,8 @@ pub fn check_layout(
         let is_last = position + 1 == names.len();
         let path = dir.join(name);
         segments.copies = (copies.iter())
-            .filter(|(file, _)| *file == path)
-            .map(|(_, range)| range.clone())
+            .filter(|copy| copy.file == path)
+            .map(|copy| copy.bytes.clone())
             .collect();
         with_contents(vfs, dir, name, |bytes| {
             disk_bytes += bytes.len() as u64;
@@ -477,6 +477,14 @@ fn check_zero_tail(
         ));
     }
     Ok(())
+}
+
+/// A duplicated write's copy (`SimVfs::duplicated_writes`): where it
+/// stands in `file`, and where the bytes it copies start.
+pub struct Copied {
+    pub file: PathBuf,
+    pub bytes: Range<u64>,
+    pub from: u64,
 }
 
 /// One acknowledged record, where FORMAT.md puts it.

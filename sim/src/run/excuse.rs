@@ -11,7 +11,7 @@ use std::path::Path;
 use durlog::{Error, Rule};
 use durlog_vfs::{Damage, FaultEvent, FaultKind, SimVfs, injected_fault};
 
-use crate::golden::{self, Placed, Placement};
+use crate::golden::{self, Copied, Placed, Placement};
 use crate::model::Model;
 use crate::report::Excuse;
 
@@ -20,14 +20,6 @@ use super::oracle::Check;
 /// Where a record's header holds its seq (FORMAT.md, Record: the
 /// length, the CRC, then the seq).
 const SEQ_FIELD: Range<u64> = 8..16;
-
-/// A duplicated write's copy (`SimVfs::duplicated_writes`): where it
-/// stands in `file`, and where the bytes it copies start.
-pub(crate) struct Copied {
-    pub(crate) file: std::path::PathBuf,
-    pub(crate) bytes: Range<u64>,
-    pub(crate) from: u64,
-}
 
 /// The evidence: the damage the disk did to one log's directory, and the
 /// faults it injected during the call being judged.
@@ -65,13 +57,6 @@ impl<'a> Evidence<'a> {
             before_open: Vec::new(),
             copies,
         }
-    }
-
-    /// Where each duplicated write's copy stands, by file.
-    pub(crate) fn copy_ranges(&self) -> Vec<(std::path::PathBuf, Range<u64>)> {
-        (self.copies.iter())
-            .map(|copy| (copy.file.clone(), copy.bytes.clone()))
-            .collect()
     }
 
     /// Whether a header at `offset` of `file` is a duplicated write's copy

@@ -303,7 +303,7 @@ impl Oracle {
             &tables,
             limits.segment_bytes,
             limits.max_bytes,
-            &evidence.copy_ranges(),
+            &evidence.copies,
         )
     }
 
