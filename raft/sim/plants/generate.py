@@ -58,6 +58,14 @@ P = [
 ("10-reach-ignores-later-segments", "The repair's reach read from the damaged segment only, not the later ones", [
  ("raft/src/repair.rs", "    let reach = reach_of::<C>(meta.body(), &contents, offset);", "    let reach = reach_of::<C>(meta.body(), &contents[..1], offset);"),
 ]),
+("11-meta-renamed-unsynced", "raft.meta renamed into place before its bytes are synced (the directory still synced): a power loss may leave the new name over lost pages", [
+ ("raft/src/meta.rs", "        file.write_at(&bytes, 0)?;\n        file.sync_data()?;\n        drop(file);\n        self.vfs.rename(&temp, &self.dir.join(META_FILE_NAME))?;",
+                      "        file.write_at(&bytes, 0)?;\n        drop(file);\n        self.vfs.rename(&temp, &self.dir.join(META_FILE_NAME))?;"),
+]),
+("12-snapshot-renamed-unsynced", "sm.snapshot renamed into place before its bytes are synced (the directory still synced)", [
+ ("raft/src/snapshot_file.rs", "        file.write_at(&bytes, 0)?;\n        file.sync_data()?;\n        drop(file);\n        self.vfs.rename(&temp, &self.dir.join(SNAPSHOT_FILE_NAME))?;",
+                      "        file.write_at(&bytes, 0)?;\n        drop(file);\n        self.vfs.rename(&temp, &self.dir.join(SNAPSHOT_FILE_NAME))?;"),
+]),
 ]
 
 def main():

@@ -14,6 +14,7 @@ pub mod net;
 pub mod node;
 pub mod plan;
 pub mod probe;
+pub mod refusal;
 pub mod run;
 pub mod runtime;
 pub mod scenario;

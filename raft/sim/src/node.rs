@@ -18,6 +18,7 @@ use crate::config::SimConfig;
 use crate::exec::{self, Executor};
 use crate::net::{Network, NetworkFactory};
 use crate::probe::{EntryKey, Probe, ProbedMachine, ProbedStore};
+use crate::refusal::{Injected, Refusal};
 
 /// Where each node keeps its store on its disk.
 pub const STORE_DIR: &str = "/node";
@@ -43,17 +44,16 @@ pub enum StartError {
     /// An I/O error (an injected EIO, a power loss): a restart may succeed.
     Io(String),
     /// The store refused (damage): the node stays down.
-    Refused(String),
+    Refused(Refusal),
 }
 
 impl StartError {
     fn of(error: &durlog_raft::Error, what: &str) -> StartError {
-        let text = format!("{what}{error}");
         match error {
             durlog_raft::Error::Io(_) | durlog_raft::Error::Log(durlog::Error::Io(_)) => {
-                StartError::Io(text)
+                StartError::Io(format!("{what}{error}"))
             }
-            _ => StartError::Refused(text),
+            _ => StartError::Refused(Refusal::of(error, what)),
         }
     }
 }
@@ -76,7 +76,7 @@ pub struct Node {
     pub repair: RepairReport,
     /// Damage the harness wrote to this disk itself (misdirected writes at
     /// rest), which the disk's own fault log does not hold.
-    pub injected: Vec<String>,
+    pub injected: Vec<Injected>,
 }
 
 impl Node {
@@ -151,7 +151,8 @@ impl Node {
                 .map_err(|error| StartError::of(&error, ""))?
                 .with_disk_work(DiskWork::Inline)
                 .with_leader_restore(false);
-        self.reset_probe(&store).map_err(StartError::Refused)?;
+        self.reset_probe(&store)
+            .map_err(|text| StartError::Refused(Refusal::of_log(text)))?;
         self.repair = store.repair_report().clone();
         let gate = store.repair_gate();
         let vfs: Arc<dyn durlog::vfs::Vfs> = Arc::new(self.vfs.clone());

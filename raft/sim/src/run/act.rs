@@ -38,12 +38,20 @@ impl Cluster<'_> {
         }
         let vote = node.probe.lock().vote;
         let first_boot = node.boots == 0;
+        // The faults of this Open: a read flip among them explains a
+        // refusal of the file it flipped.
+        let mark = node.vfs.fault_log_len();
         let started = node.start(&self.exec, &self.net, &self.config);
         self.disk_lines(id);
         let node = self.nodes.get_mut(&id).expect("node");
         match started {
             Ok(()) => {}
-            Err(StartError::Io(why) | StartError::Refused(why)) if node.vfs.is_halted() => {
+            Err(StartError::Io(_) | StartError::Refused(_)) if node.vfs.is_halted() => {
+                let why = match started {
+                    Err(StartError::Io(why)) => why,
+                    Err(StartError::Refused(refusal)) => refusal.text,
+                    Ok(()) => unreachable!("matched an error"),
+                };
                 node.probe.lock().claims = claims;
                 self.trace
                     .note(id, format!("power lost during recovery: {why}"));
@@ -59,12 +67,16 @@ impl Cluster<'_> {
                 self.schedule(100, Later::Restart(id));
                 return Ok(());
             }
-            Err(StartError::Refused(why)) => {
-                self.trace.note(id, format!("Open refused: {why}"));
+            Err(StartError::Refused(refusal)) => {
+                let during_open = node.vfs.fault_log_since(mark);
+                let (cause, excuse) =
+                    refusal.excuse(&node.vfs.damage(), &node.injected, &during_open)?;
+                self.trace.note(id, format!("Open refused: {excuse}"));
                 self.tally.bump("open-refused");
+                self.tally.bump(&format!("open-refused-{cause}"));
                 self.damaged.insert(id);
                 let node = self.nodes.get_mut(&id).expect("node");
-                node.status = Status::Refused(why);
+                node.status = Status::Refused(refusal.text);
                 return Ok(());
             }
         }
@@ -82,6 +94,14 @@ impl Cluster<'_> {
                 return self.amnesia(id, violation);
             }
         }
+        // What the node claimed outlives this incarnation: every later
+        // restart must show it too (not only the next one), and claims made
+        // from now on join it.
+        let mut probe = self.nodes[&id].probe.lock();
+        claims.append(&mut probe.claims);
+        probe.claims = claims;
+        removed.append(&mut probe.removed);
+        probe.removed = removed;
         Ok(())
     }
 
@@ -96,7 +116,7 @@ impl Cluster<'_> {
         let damage = node.vfs.damage();
         let fault = match (damage.first(), node.injected.first()) {
             (Some(fault), _) => format!("{fault}"),
-            (None, Some(injected)) => injected.clone(),
+            (None, Some(injected)) => injected.to_string(),
             (None, None) => return Err(violation),
         };
         let excuse = format!(

@@ -21,6 +21,7 @@ use openraft::LogId;
 use super::Cluster;
 use crate::check::Violation;
 use crate::node::STORE_DIR;
+use crate::refusal::Injected;
 
 const NS_PER_MS: u64 = 1_000_000;
 
@@ -84,8 +85,11 @@ impl Cluster<'_> {
         // when the store waits for a reach, for this property.
         let lost = claims.split_off(&lost_from);
         let reach = report.reach.unwrap_or(Reach { term: 0, index: 0 });
+        // Once a node's amnesia excused the run (act.rs), its claims may
+        // hold entries an earlier restart already lost.
         if let Some((index, log_id)) = lost.iter().find(|(_, id)| Reach::of(*id) > reach)
             && report.reach.is_some()
+            && self.excused.is_none()
         {
             return Err(format!(
                 "repair: node {id} claimed {log_id} durable at index {index}, but its repair \
@@ -190,7 +194,10 @@ impl Cluster<'_> {
         }
         if aim % 4 == 3 {
             let what = misdirect(&node.vfs, &path, &bytes, pick)?;
-            node.injected.push(what.clone());
+            node.injected.push(Injected {
+                path: path.clone(),
+                text: what.clone(),
+            });
             return Some(what);
         }
         let bit = (pick >> 8) % (bytes.len() as u64 * 8);
