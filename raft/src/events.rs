@@ -5,10 +5,12 @@
 //! own state machine and keeps [`LogStore`](crate::LogStore).
 //!
 //! The state machine's state is in memory; [`StateMachine::durable`] keeps
-//! its last snapshot on disk (`snapshot_file`), made durable before
-//! openraft may purge the log up to it, and starts from it after a
-//! restart: openraft then re-applies the log from there. (The state machine
-//! of [`StateMachine::new`] keeps nothing, which only suits a log that is
+//! its last snapshot on disk (`snapshot_file`) and starts from it after a
+//! restart: openraft then re-applies the log from there. So the log must
+//! not be purged past the snapshot on disk, which openraft alone does not
+//! ensure ([`crate::purge_limit`]): give the machine its store's limit
+//! with [`StateMachine::limit_purges`]. (The state machine of
+//! [`StateMachine::new`] keeps nothing, which only suits a log that is
 //! never purged.)
 
 use std::collections::BTreeMap;
@@ -27,6 +29,7 @@ use openraft::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::purge_limit::PurgeLimit;
 use crate::snapshot_file::SnapshotFile;
 
 openraft::declare_raft_types!(
@@ -116,6 +119,28 @@ struct Inner {
     snapshots_built: u64,
     /// Where snapshots are kept, for a durable state machine.
     file: Option<SnapshotFile>,
+    /// The store's purge limit, told of every snapshot made durable.
+    limit: Option<PurgeLimit<NodeId>>,
+}
+
+impl Inner {
+    /// `saved` is the snapshot now, durable if the machine is: only now
+    /// may the store purge up to it.
+    fn keep(&mut self, saved: (SnapshotMeta<NodeId, BasicNode>, Vec<u8>)) {
+        if let Some(limit) = &self.limit {
+            limit.snapshot_saved(saved.0.last_log_id);
+        }
+        self.snapshot = Some(saved);
+    }
+
+    /// A snapshot could not be installed: a purge waiting for it must not
+    /// wait for good.
+    fn failed(&self, error: StorageError<NodeId>) -> StorageError<NodeId> {
+        if let Some(limit) = &self.limit {
+            limit.snapshot_failed(error.to_string());
+        }
+        error
+    }
 }
 
 /// The in-memory state machine; clones share one state.
@@ -178,6 +203,20 @@ impl<C> StateMachine<C> {
         Ok(machine)
     }
 
+    /// Has this state machine tell `limit` (its store's
+    /// [`LogStore::purge_limit`](crate::LogStore::purge_limit)) of each
+    /// snapshot it makes durable, starting with the one it started from, so
+    /// that the store never purges entries its snapshot on disk lacks. A
+    /// durable state machine needs it (one that is not durable keeps
+    /// nothing to protect, and reports each snapshot as it makes it).
+    pub fn limit_purges(&self, limit: PurgeLimit<NodeId>) {
+        let mut inner = self.lock();
+        if let Some((meta, _)) = &inner.snapshot {
+            limit.snapshot_saved(meta.last_log_id);
+        }
+        inner.limit = Some(limit);
+    }
+
     /// A copy of what it holds.
     pub fn applied(&self) -> Applied {
         self.lock().applied.clone()
@@ -238,7 +277,7 @@ impl<C: EventsConfig> RaftSnapshotBuilder<C> for StateMachine<C> {
             file.save(&saved)
                 .map_err(|error| StorageIOError::write_snapshot(None, AnyError::new(&error)))?;
         }
-        inner.snapshot = Some(saved);
+        inner.keep(saved);
         Ok(Snapshot {
             meta,
             snapshot: Box::new(Cursor::new(data)),
@@ -282,18 +321,23 @@ impl<C: EventsConfig> RaftStateMachine<C> for StateMachine<C> {
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<()> {
         let data = snapshot.into_inner();
-        let applied: Applied = postcard::from_bytes(&data).map_err(|error| {
-            StorageIOError::read_snapshot(Some(meta.signature()), AnyError::new(&error))
-        })?;
         let mut inner = self.lock();
+        let applied: Applied = postcard::from_bytes(&data).map_err(|error| {
+            inner.failed(
+                StorageIOError::read_snapshot(Some(meta.signature()), AnyError::new(&error)).into(),
+            )
+        })?;
         let saved = (meta.clone(), data);
         if let Some(file) = &inner.file {
             file.save(&saved).map_err(|error| {
-                StorageIOError::write_snapshot(Some(meta.signature()), AnyError::new(&error))
+                inner.failed(
+                    StorageIOError::write_snapshot(Some(meta.signature()), AnyError::new(&error))
+                        .into(),
+                )
             })?;
         }
         inner.applied = applied;
-        inner.snapshot = Some(saved);
+        inner.keep(saved);
         Ok(())
     }
 

@@ -13,7 +13,10 @@
 //! - **`truncate`** is `Log::truncate_after`; **`purge`** first makes the
 //!   purged log id durable in `raft.meta`, then calls `Log::purge_before`,
 //!   which removes only whole sealed segments: records it keeps below the
-//!   purged id are never read again (reads start after it).
+//!   purged id are never read again (reads start after it). A state
+//!   machine that keeps its state only in snapshots caps it at its last
+//!   durable snapshot ([`purge_limit`]: openraft purges before a snapshot
+//!   it received is installed), the purge waiting for it.
 //! - **The vote** is durable in `raft.meta` before `save_vote` returns
 //!   ([`meta`] says why a file and not records of the log). The committed
 //!   log id is not kept: openraft's default, since saving it would cost a
@@ -34,6 +37,7 @@ mod codec;
 pub mod events;
 pub mod mapping;
 pub mod meta;
+pub mod purge_limit;
 mod reader;
 pub mod repair;
 pub mod snapshot_file;
@@ -42,6 +46,7 @@ mod store;
 use std::path::PathBuf;
 
 pub use codec::STREAM;
+pub use purge_limit::PurgeLimit;
 pub use reader::LogReader;
 pub use store::{DiskWork, LOG_DIR_NAME, LogStore};
 
@@ -88,6 +93,11 @@ pub enum Error {
     /// by something other than the store).
     #[error("store and log disagree: {0}")]
     Inconsistent(String),
+
+    /// A purge waited for the state machine's snapshot, and the state
+    /// machine could not make it durable ([`purge_limit`]).
+    #[error("the state machine could not make the snapshot this purge waits for durable: {0}")]
+    SnapshotFailed(String),
 
     /// openraft asked for something its contract rules out (an append that
     /// leaves a hole, a truncation of purged entries).

@@ -32,6 +32,7 @@ use openraft::{
 use crate::append::append_records;
 use crate::mapping::Anchor;
 use crate::meta::{MetaBody, MetaFile};
+use crate::purge_limit::PurgeLimit;
 use crate::reader::{LogReader, read_entries};
 use crate::repair::{self, RepairGate, RepairReport};
 use crate::{Error, codec};
@@ -106,6 +107,8 @@ pub struct LogStore<C: RaftTypeConfig> {
     gate: Arc<RepairGate>,
     /// What the open found and did.
     repair: RepairReport,
+    /// See [`LogStore::purge_limit`].
+    limit: PurgeLimit<C::NodeId>,
     _config: PhantomData<C>,
 }
 
@@ -226,10 +229,21 @@ impl<C: RaftTypeConfig> LogStore<C> {
             disk_work: DiskWork::default(),
             leader_restore: true,
             repair,
+            limit: PurgeLimit::default(),
             _config: PhantomData,
         };
         store.finish_repair_if_reached()?;
         Ok(store)
+    }
+
+    /// The limit a state machine that keeps its state only in snapshots
+    /// reports its durable snapshots to ([`crate::purge_limit`] says why):
+    /// from this call on, a purge waits until a snapshot reaching it is
+    /// reported. A store whose limit is never asked for purges what
+    /// openraft asks at once.
+    pub fn purge_limit(&self) -> PurgeLimit<C::NodeId> {
+        self.limit.enforce();
+        self.limit.clone()
     }
 
     /// The gate the node's network consults: closed while a repair is
@@ -407,9 +421,14 @@ impl<C: RaftTypeConfig> LogStore<C> {
         .await
     }
 
-    /// Purges every entry up to `log_id`: durable in `raft.meta` first,
-    /// then whole segments removed from the log.
+    /// Purges every entry up to `log_id` once the purge limit reaches it:
+    /// durable in `raft.meta` first, then whole segments removed from the
+    /// log.
     async fn purge_durably(&self, log_id: LogId<C::NodeId>) -> Result<(), Error> {
+        self.limit
+            .reached(log_id.index)
+            .await
+            .map_err(Error::SnapshotFailed)?;
         let (shared, meta) = (Arc::clone(&self.shared), Arc::clone(&self.meta));
         blocking(self.disk_work, move || {
             let mut meta = lock(&meta);

@@ -66,6 +66,13 @@ P = [
  ("raft/src/snapshot_file.rs", "        file.write_at(&bytes, 0)?;\n        file.sync_data()?;\n        drop(file);\n        self.vfs.rename(&temp, &self.dir.join(SNAPSHOT_FILE_NAME))?;",
                       "        file.write_at(&bytes, 0)?;\n        drop(file);\n        self.vfs.rename(&temp, &self.dir.join(SNAPSHOT_FILE_NAME))?;"),
 ]),
+("13-purge-before-snapshot-durable", "A purge that does not wait for the state machine's snapshot it purges up to (openraft purges as soon as it hands a received snapshot to the state machine's task)", [
+ (STORE, "        self.limit\n            .reached(log_id.index)\n            .await\n            .map_err(Error::SnapshotFailed)?;\n", ""),
+]),
+("14-replication-reads-past-purge", "Replication's read of a range whose start was purged returns the entries after the purge (the suffix) rather than none", [
+ ("raft/src/reader.rs", "        if entries\n            .first()\n            .is_some_and(|entry| entry.get_log_id().index != start)\n        {\n            return Ok(Vec::new());\n        }\n        Ok(entries)",
+                        "        Ok(entries)"),
+]),
 ]
 
 def main():

@@ -8,13 +8,13 @@
 
 pub mod check;
 pub mod config;
+pub mod excuse;
 pub mod exec;
 pub mod history;
 pub mod net;
 pub mod node;
 pub mod plan;
 pub mod probe;
-pub mod refusal;
 pub mod run;
 pub mod runtime;
 pub mod scenario;

@@ -15,10 +15,10 @@ use durlog_raft::{DiskWork, LogStore};
 use openraft::{Config, Raft};
 
 use crate::config::SimConfig;
+use crate::excuse::{Injected, Refusal};
 use crate::exec::{self, Executor};
 use crate::net::{Network, NetworkFactory};
 use crate::probe::{EntryKey, Probe, ProbedMachine, ProbedStore};
-use crate::refusal::{Injected, Refusal};
 
 /// Where each node keeps its store on its disk.
 pub const STORE_DIR: &str = "/node";
@@ -77,6 +77,9 @@ pub struct Node {
     /// Damage the harness wrote to this disk itself (misdirected writes at
     /// rest), which the disk's own fault log does not hold.
     pub injected: Vec<Injected>,
+    /// The disk's fault log length when this process's Open began: the
+    /// faults since can explain its errors.
+    pub started_mark: usize,
 }
 
 impl Node {
@@ -95,6 +98,7 @@ impl Node {
             gate: None,
             repair: RepairReport::default(),
             injected: Vec::new(),
+            started_mark: 0,
         }
     }
 
@@ -158,6 +162,7 @@ impl Node {
         let vfs: Arc<dyn durlog::vfs::Vfs> = Arc::new(self.vfs.clone());
         let machine = StateMachine::<SimConfig>::durable(vfs, Path::new(STORE_DIR))
             .map_err(|error| StartError::of(&error, "the state machine's snapshot: "))?;
+        machine.limit_purges(store.purge_limit());
         self.machine = Some(machine.clone());
         let store = ProbedStore {
             inner: store,

@@ -109,6 +109,8 @@ pub struct ProbeState {
     pub last_failed_op: Option<&'static str>,
     /// Store calls that returned an error.
     pub storage_errors: u64,
+    /// The last of them, as it read.
+    pub last_error: Option<String>,
     pub appends: u64,
     pub truncations: u64,
     /// Truncations that removed at least one entry.
@@ -145,10 +147,11 @@ impl ProbedStore {
     }
 
     fn failed_in<T>(&self, op: &'static str, result: StorageResult<T>) -> StorageResult<T> {
-        if result.is_err() {
+        if let Err(error) = &result {
             let mut probe = self.probe.lock();
             probe.storage_errors += 1;
             probe.last_failed_op = Some(op);
+            probe.last_error = Some(format!("{op}: {error}"));
         }
         result
     }
@@ -269,9 +272,10 @@ impl RaftSnapshotBuilder<SimConfig> for ProbedMachine {
         let mut probe = self.probe.lock();
         match &result {
             Ok(_) => probe.snapshots_built += 1,
-            Err(_) => {
+            Err(error) => {
                 probe.storage_errors += 1;
                 probe.last_failed_op = Some("snapshot");
+                probe.last_error = Some(format!("snapshot: {error}"));
             }
         }
         result
@@ -306,7 +310,10 @@ impl RaftStateMachine<SimConfig> for ProbedMachine {
                     }));
                 }
             }
-            Err(_) => probe.storage_errors += 1,
+            Err(error) => {
+                probe.storage_errors += 1;
+                probe.last_error = Some(format!("apply: {error}"));
+            }
         }
         result
     }
@@ -334,9 +341,10 @@ impl RaftStateMachine<SimConfig> for ProbedMachine {
                     .machine
                     .push(MachineEvent::Installed(meta.clone(), state));
             }
-            Err(_) => {
+            Err(error) => {
                 probe.storage_errors += 1;
                 probe.last_failed_op = Some("snapshot");
+                probe.last_error = Some(format!("snapshot: {error}"));
             }
         }
         result

@@ -7,6 +7,7 @@ use openraft::{BasicNode, ChangeMembers, ServerState};
 
 use super::{Cluster, Later};
 use crate::check::Violation;
+use crate::excuse;
 use crate::exec::HARNESS;
 use crate::node::{StartError, Status};
 use crate::plan::{Action, Cut};
@@ -27,6 +28,7 @@ impl Cluster<'_> {
             probe.new_entries.clear();
             probe.machine.clear();
             self.errors_seen.insert(id, probe.storage_errors);
+            probe.last_error = None;
         }
         let mut claims = std::mem::take(&mut node.probe.lock().claims);
         // A truncation under way when the process died may be done (whole),
@@ -41,6 +43,7 @@ impl Cluster<'_> {
         // The faults of this Open: a read flip among them explains a
         // refusal of the file it flipped.
         let mark = node.vfs.fault_log_len();
+        node.started_mark = mark;
         let started = node.start(&self.exec, &self.net, &self.config);
         self.disk_lines(id);
         let node = self.nodes.get_mut(&id).expect("node");
@@ -60,6 +63,11 @@ impl Cluster<'_> {
                 return Ok(());
             }
             Err(StartError::Io(why)) => {
+                let during_open = node.vfs.fault_log_since(mark);
+                let cause =
+                    excuse::error_excuse(&why, &node.vfs.damage(), &node.injected, &during_open)?;
+                self.tally.bump(&format!("open-failed-io-{cause}"));
+                let node = self.nodes.get_mut(&id).expect("node");
                 node.probe.lock().claims = claims;
                 self.trace
                     .note(id, format!("Open failed: {why}; retries in 100 ms"));
@@ -174,8 +182,8 @@ impl Cluster<'_> {
             self.checker.appended(id, &mut probe)?;
             self.checker.applied(id, &mut probe)?;
             let metrics = raft.metrics().borrow().clone();
-            if metrics.running_state.is_err() {
-                stopped.push(id);
+            if let Err(error) = &metrics.running_state {
+                stopped.push((id, format!("{error:?}")));
             }
             let leading = metrics.state == ServerState::Leader;
             let configs = metrics
@@ -209,10 +217,11 @@ impl Cluster<'_> {
                 }
             }
         }
-        for id in stopped {
+        for (id, error) in stopped {
             // openraft stopped the node (a store or state-machine error it
             // cannot go on from): the process exits, a supervisor restarts
             // it.
+            self.error_explained(id, Some(error))?;
             self.tally.bump("storage-errors");
             self.trace
                 .note(id, "openraft stopped: process exits, restarts in 20 ms");
@@ -220,6 +229,32 @@ impl Cluster<'_> {
             node.kill(&self.exec, &self.net);
             self.schedule(20, Later::Restart(id));
         }
+        Ok(())
+    }
+
+    /// Node `id`'s store failed, or openraft stopped it (`stopped`, what
+    /// openraft says): a fault since its process started must explain it
+    /// (`excuse::error_excuse`); counted by that cause.
+    pub(super) fn error_explained(
+        &mut self,
+        id: u64,
+        stopped: Option<String>,
+    ) -> Result<(), Violation> {
+        let node = &self.nodes[&id];
+        // Taken, so that an error is explained once, by the process that
+        // saw it.
+        let error = node.probe.lock().last_error.take().or(stopped);
+        let cause = match error {
+            // The power went during the call: every later call fails too.
+            _ if node.vfs.is_halted() => "power-loss",
+            Some(error) => {
+                let since = node.vfs.fault_log_since(node.started_mark);
+                excuse::error_excuse(&error, &node.vfs.damage(), &node.injected, &since)
+                    .map_err(|violation| format!("n{id}: {violation}"))?
+            }
+            None => return Err("openraft stopped a node, and no error says why".to_owned()),
+        };
+        self.tally.bump(&format!("storage-errors-{cause}"));
         Ok(())
     }
 

@@ -20,8 +20,8 @@ use openraft::LogId;
 
 use super::Cluster;
 use crate::check::Violation;
+use crate::excuse::Injected;
 use crate::node::STORE_DIR;
-use crate::refusal::Injected;
 
 const NS_PER_MS: u64 = 1_000_000;
 

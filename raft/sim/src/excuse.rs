@@ -1,5 +1,5 @@
-//! Why a node's Open was refused, and which injected fault makes that
-//! refusal unavoidable.
+//! Which injected fault explains what a node could not do: a refused Open,
+//! and an I/O error its store or its Open returned.
 //!
 //! A refused store keeps its node down for good, so a store that refuses
 //! more than it must (a file renamed into place before its bytes were
@@ -19,6 +19,12 @@
 //!   intact. durlog-raft takes a checksum failure for damage, as it must
 //!   (it cannot tell the two apart without reading again), so the node
 //!   stays down, as an operator would find it.
+//!
+//! An error (an Open that fails and is retried, a store call that fails and
+//! stops openraft) is excused only by a fault since the process started
+//! that returns an error or hands back bytes that fail a check: a failed
+//! read, sync or write, a full disk, a bit flipped on a read, or damage
+//! at rest. An error with none of them behind it is the store's own.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -143,6 +149,85 @@ impl Refusal {
     }
 }
 
+/// The faults that make a disk call fail.
+const ERRING: [FaultKind; 4] = [
+    FaultKind::ReadError,
+    FaultKind::FailedFsync,
+    FaultKind::ShortWrite,
+    FaultKind::NoSpace,
+];
+
+/// What an error a node saw (`error`, as it reads) is excused by, as a
+/// tally name: `since` is the disk's fault log since the process started
+/// (or since its Open began).
+///
+/// - An error that says bytes are damaged (a record whose checksum fails,
+///   a damaged state file, a record holding another entry) is a refusal
+///   of what it names, excused only as a refusal is ([`Refusal::excuse`]).
+/// - openraft's own defensive check (a store that returned what its
+///   contract rules out) is excused by nothing: the store broke its
+///   contract.
+/// - Any other error is an I/O error, excused by a disk call that failed
+///   since the process started.
+pub fn error_excuse(
+    error: &str,
+    damage: &[Damage],
+    injected: &[Injected],
+    since: &[FaultEvent],
+) -> Result<&'static str, Violation> {
+    if error.contains("Defensive") {
+        return Err(format!(
+            "openraft's defensive check stopped the node: {error} (a store must never return \
+             this, whatever the disk did)"
+        ));
+    }
+    if let Some(names) = claimed(error) {
+        let claim = Refusal {
+            text: error.to_owned(),
+            names,
+        };
+        let (cause, _) = claim.excuse(damage, injected, since)?;
+        return Ok(match cause {
+            "bit-flip-at-rest" => "damage-bit-flip-at-rest",
+            "bit-flip-on-read" => "damage-bit-flip-on-read",
+            "misdirected-write" => "damage-misdirected-write",
+            _ => "damage-misdirected-write-at-rest",
+        });
+    }
+    if let Some(event) = since
+        .iter()
+        .rev()
+        .find(|event| ERRING.contains(&event.kind))
+    {
+        return Ok(event.kind.name());
+    }
+    Err(format!(
+        "I/O error with no fault behind it: {error} (the disk injected {:?} since)",
+        since
+            .iter()
+            .map(|event| format!("{} {}", event.kind, event.path.display()))
+            .collect::<Vec<_>>()
+    ))
+}
+
+/// What an error's text says is damaged, if it says so: the file of a
+/// corrupt record (durlog's `Error::Corrupt`) or of a damaged state file
+/// (durlog-raft's `Error::Meta`), or the log for a record holding another
+/// entry or a store and log that disagree. openraft hands errors on as text
+/// (`AnyError`), so the text is what there is to read.
+fn claimed(error: &str) -> Option<Named> {
+    let file_after = |marker: &str, end: &str| {
+        let rest = &error[error.find(marker)? + marker.len()..];
+        Some(Named::File(PathBuf::from(&rest[..rest.find(end)?])))
+    };
+    file_after("corrupt log: ", " at offset ")
+        .or_else(|| file_after("damaged store state ", ": "))
+        .or_else(|| {
+            (error.contains("store and log disagree") || error.contains("holds the entry of index"))
+                .then_some(Named::Log)
+        })
+}
+
 fn cause_of(kind: FaultKind) -> &'static str {
     match kind {
         FaultKind::BitFlipAtRest => "bit-flip-at-rest",
@@ -217,6 +302,70 @@ mod tests {
             .expect("excused");
         assert_eq!(cause, "bit-flip-on-read");
         assert!(excuse.contains("offset 9"), "{excuse}");
+    }
+
+    fn fault(kind: FaultKind, path: &str) -> FaultEvent {
+        FaultEvent {
+            index: 0,
+            op: 3,
+            kind,
+            path: PathBuf::from(path),
+            offset: 0,
+            len: 0,
+            bit: None,
+            intended_offset: None,
+            read: None,
+        }
+    }
+
+    #[test]
+    fn an_io_error_is_excused_only_by_a_disk_call_that_failed() {
+        let error = "append: I/O error: sync_data /node/log/00000000000000000001.log: EIO";
+        let flip = fault(FaultKind::BitFlipOnRead, "/node/raft.meta");
+        assert!(error_excuse(error, &[], &[], std::slice::from_ref(&flip)).is_err());
+        let failed = fault(FaultKind::FailedFsync, "/node/log/00000000000000000001.log");
+        assert_eq!(
+            error_excuse(error, &[], &[], &[flip, failed]),
+            Ok("failed-fsync")
+        );
+    }
+
+    #[test]
+    fn a_corrupt_record_is_excused_only_by_damage_to_its_segment() {
+        let error = "read: corrupt log: /node/log/00000000000000000057.log at offset 308: \
+                     record checksum mismatch";
+        let other = [flip(
+            "/node/log/00000000000000000001.log",
+            FaultKind::BitFlipAtRest,
+        )];
+        let failed = [fault(
+            FaultKind::ReadError,
+            "/node/log/00000000000000000057.log",
+        )];
+        assert!(
+            error_excuse(error, &other, &[], &failed).is_err(),
+            "a failed read does not make a checksum fail, nor does damage elsewhere"
+        );
+        let here = [flip(
+            "/node/log/00000000000000000057.log",
+            FaultKind::MisdirectedWrite,
+        )];
+        assert_eq!(
+            error_excuse(error, &here, &[], &[]),
+            Ok("damage-misdirected-write")
+        );
+    }
+
+    #[test]
+    fn openraft_stopping_a_node_on_its_defensive_check_is_never_excused() {
+        let error = "StorageError(Defensive { source: DefensiveError { subject: LogIndex(61), \
+                     violation: LogIndexNotFound { want: 61, got: Some(91) } } })";
+        let damage = [flip(
+            "/node/log/00000000000000000001.log",
+            FaultKind::BitFlipAtRest,
+        )];
+        let failed = [fault(FaultKind::FailedFsync, "/node")];
+        assert!(error_excuse(error, &damage, &[], &failed).is_err());
     }
 
     #[test]
