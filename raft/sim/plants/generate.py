@@ -73,6 +73,10 @@ P = [
  ("raft/src/reader.rs", "        if entries\n            .first()\n            .is_some_and(|entry| entry.get_log_id().index != start)\n        {\n            return Ok(Vec::new());\n        }\n        Ok(entries)",
                         "        Ok(entries)"),
 ]),
+("15-replication-read-error-swallowed", "Replication's read that fails (EIO) returns no entries instead of the error: openraft takes it for a heartbeat, and the read error goes unseen", [
+ ("raft/src/reader.rs", "        let entries = self.try_get_log_entries(start..end).await?;\n        // From `start` on",
+                        "        let entries = self.try_get_log_entries(start..end).await.unwrap_or_default();\n        // From `start` on"),
+]),
 ]
 
 def main():

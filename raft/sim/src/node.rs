@@ -80,6 +80,9 @@ pub struct Node {
     /// The disk's fault log length when this process's Open began: the
     /// faults since can explain its errors.
     pub started_mark: usize,
+    /// The fault log length up to which every read error that fired is
+    /// accounted for (it failed the call that drew it).
+    pub accounted_mark: usize,
 }
 
 impl Node {
@@ -99,6 +102,7 @@ impl Node {
             repair: RepairReport::default(),
             injected: Vec::new(),
             started_mark: 0,
+            accounted_mark: 0,
         }
     }
 

@@ -165,18 +165,70 @@ impl RaftLogReader<SimConfig> for ProbedStore {
         let result = self.inner.try_get_log_entries(range).await;
         self.failed(result)
     }
+
+    async fn limited_get_log_entries(
+        &mut self,
+        start: u64,
+        end: u64,
+    ) -> StorageResult<Vec<Entry<SimConfig>>> {
+        let result = self.inner.limited_get_log_entries(start, end).await;
+        self.failed(result)
+    }
+}
+
+/// `LogReader`, its errors recorded: openraft's replication reads through
+/// it, and an error there stops the node as a store call's does.
+pub struct ProbedReader {
+    inner: LogReader<SimConfig>,
+    probe: Probe,
+}
+
+// openraft's error type, passed through as its traits return it.
+#[allow(clippy::result_large_err)]
+impl ProbedReader {
+    fn failed<T>(&self, result: StorageResult<T>) -> StorageResult<T> {
+        if let Err(error) = &result {
+            let mut probe = self.probe.lock();
+            probe.storage_errors += 1;
+            probe.last_failed_op = Some("read");
+            probe.last_error = Some(format!("replication read: {error}"));
+        }
+        result
+    }
+}
+
+impl RaftLogReader<SimConfig> for ProbedReader {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> StorageResult<Vec<Entry<SimConfig>>> {
+        let result = self.inner.try_get_log_entries(range).await;
+        self.failed(result)
+    }
+
+    async fn limited_get_log_entries(
+        &mut self,
+        start: u64,
+        end: u64,
+    ) -> StorageResult<Vec<Entry<SimConfig>>> {
+        let result = self.inner.limited_get_log_entries(start, end).await;
+        self.failed(result)
+    }
 }
 
 impl RaftLogStorage<SimConfig> for ProbedStore {
-    type LogReader = LogReader<SimConfig>;
+    type LogReader = ProbedReader;
 
     async fn get_log_state(&mut self) -> StorageResult<LogState<SimConfig>> {
         let result = self.inner.get_log_state().await;
         self.failed(result)
     }
 
-    async fn get_log_reader(&mut self) -> LogReader<SimConfig> {
-        self.inner.get_log_reader().await
+    async fn get_log_reader(&mut self) -> ProbedReader {
+        ProbedReader {
+            inner: self.inner.get_log_reader().await,
+            probe: self.probe.clone(),
+        }
     }
 
     async fn save_vote(&mut self, vote: &Vote<u64>) -> StorageResult<()> {

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use durlog::vfs::FaultKind;
 use openraft::{BasicNode, ChangeMembers, ServerState};
 
 use super::{Cluster, Later};
@@ -44,12 +45,16 @@ impl Cluster<'_> {
         // refusal of the file it flipped.
         let mark = node.vfs.fault_log_len();
         node.started_mark = mark;
+        node.accounted_mark = mark;
         let started = node.start(&self.exec, &self.net, &self.config);
         self.disk_lines(id);
         let node = self.nodes.get_mut(&id).expect("node");
         match started {
-            Ok(()) => {}
+            // A read that failed must have failed the Open.
+            Ok(()) => self.read_errors_accounted(id, None, "the Open succeeded")?,
             Err(StartError::Io(_) | StartError::Refused(_)) if node.vfs.is_halted() => {
+                self.read_errors_accounted(id, Some("then-power-loss"), "")?;
+                let node = self.nodes.get_mut(&id).expect("node");
                 let why = match started {
                     Err(StartError::Io(why)) => why,
                     Err(StartError::Refused(refusal)) => refusal.text,
@@ -63,6 +68,8 @@ impl Cluster<'_> {
                 return Ok(());
             }
             Err(StartError::Io(why)) => {
+                self.read_errors_accounted(id, Some("failed-open"), "")?;
+                let node = self.nodes.get_mut(&id).expect("node");
                 let during_open = node.vfs.fault_log_since(mark);
                 let cause =
                     excuse::error_excuse(&why, &node.vfs.damage(), &node.injected, &during_open)?;
@@ -76,6 +83,8 @@ impl Cluster<'_> {
                 return Ok(());
             }
             Err(StartError::Refused(refusal)) => {
+                self.read_errors_accounted(id, Some("failed-open"), "")?;
+                let node = self.nodes.get_mut(&id).expect("node");
                 let during_open = node.vfs.fault_log_since(mark);
                 let (cause, excuse) =
                     refusal.excuse(&node.vfs.damage(), &node.injected, &during_open)?;
@@ -255,6 +264,49 @@ impl Cluster<'_> {
             None => return Err("openraft stopped a node, and no error says why".to_owned()),
         };
         self.tally.bump(&format!("storage-errors-{cause}"));
+        Ok(())
+    }
+
+    /// Every read error that fired on node `id`'s disk since the last
+    /// account must have failed the call that drew it (`failed`: a store
+    /// call returned an error since); a read error that nothing saw was
+    /// swallowed, and the store went on with a read it never made.
+    ///
+    /// `seen` names how the process saw them (a tally); `None` says that
+    /// nothing failed (`what`), which makes a fired read error a violation.
+    pub(super) fn read_errors_accounted(
+        &mut self,
+        id: u64,
+        seen: Option<&str>,
+        what: &str,
+    ) -> Result<(), Violation> {
+        let node = self.nodes.get_mut(&id).expect("node");
+        // After every poll: most polls inject nothing.
+        if node.vfs.fault_log_len() == node.accounted_mark {
+            return Ok(());
+        }
+        let since = node.vfs.fault_log_since(node.accounted_mark);
+        node.accounted_mark += since.len();
+        let fired: Vec<_> = since
+            .iter()
+            .filter(|event| event.kind == FaultKind::ReadError)
+            .collect();
+        if fired.is_empty() {
+            return Ok(());
+        }
+        let Some(seen) = seen else {
+            return Err(format!(
+                "n{id}: {} read error(s) fired ({}) but {what}: an error was swallowed",
+                fired.len(),
+                fired
+                    .iter()
+                    .map(|event| format!("{} at {}", event.path.display(), event.offset))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        };
+        self.tally
+            .add(&format!("read-errors-{seen}"), fired.len() as u64);
         Ok(())
     }
 

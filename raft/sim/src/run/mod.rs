@@ -268,14 +268,23 @@ impl<'p> Cluster<'p> {
         };
         self.disk_lines(id);
         if node.vfs.is_halted() {
+            self.read_errors_accounted(id, Some("then-power-loss"), "")?;
+            let node = &self.nodes[&id];
             let op = node.probe.lock().last_failed_op.unwrap_or("other");
             self.tally.bump(&format!("power-loss-in-{op}"));
             self.power_lost(id);
             return Ok(());
         }
         let errors = node.probe.lock().storage_errors;
+        let up = node.is_up();
         let seen = self.errors_seen.entry(id).or_default();
-        if errors > *seen && node.is_up() {
+        let failed = errors > *seen;
+        if up {
+            let seen = failed.then_some("failed-a-store-call");
+            self.read_errors_accounted(id, seen, "no store call failed")?;
+        }
+        let seen = self.errors_seen.entry(id).or_default();
+        if failed && up {
             *seen = errors;
             self.error_explained(id, None)?;
             // openraft stops a node whose store failed: the process exits
@@ -364,7 +373,41 @@ impl<'p> Cluster<'p> {
         }
     }
 
+    /// Every read error the disks injected was seen by the process that
+    /// drew it (see `Cluster::read_errors_accounted`), when the run got to
+    /// its end.
+    fn read_errors_all_accounted(&self) -> Result<(), Violation> {
+        let fired: u64 = self
+            .nodes
+            .values()
+            .map(|node| {
+                node.vfs
+                    .fault_counts()
+                    .get(&durlog::vfs::FaultKind::ReadError)
+                    .copied()
+                    .unwrap_or(0)
+            })
+            .sum();
+        let accounted: u64 = ["failed-a-store-call", "failed-open", "then-power-loss"]
+            .iter()
+            .map(|seen| self.tally.get(&format!("read-errors-{seen}")))
+            .sum();
+        if fired == accounted {
+            Ok(())
+        } else {
+            Err(format!(
+                "the disks injected {fired} read errors, but {accounted} were seen by the \
+                 process that drew them"
+            ))
+        }
+    }
+
     fn finish(mut self, violation: Option<Violation>, simulated_ns: u64) -> Outcome {
+        let ended_early = self.tally.get("runs-excused-ended-by-openraft-panic") > 0;
+        let violation = match violation {
+            None if !ended_early => self.read_errors_all_accounted().err(),
+            other => other,
+        };
         let net = self.net.counts();
         for (name, count) in [
             ("messages-sent", net.sent),
