@@ -308,6 +308,24 @@ pub(crate) fn explains_io_error(faults: &[FaultEvent]) -> bool {
             >= 2
 }
 
+/// A call that returned Ok: no read error may have fired during it
+/// (`faults`). The engine retries no read, so a failed read it went on
+/// from was swallowed: it took bytes it never read for the file's.
+pub(crate) fn no_read_error_swallowed(what: &str, faults: &[FaultEvent]) -> Check {
+    match faults
+        .iter()
+        .find(|fault| fault.kind == FaultKind::ReadError)
+    {
+        None => Ok(()),
+        Some(fault) => Err(format!(
+            "{what} succeeded, yet a read of {} at offset {} failed during it (read-error): \
+             the error was swallowed",
+            fault.path.display(),
+            fault.offset
+        )),
+    }
+}
+
 /// An Open that failed other than by a power loss or a refusal: an I/O
 /// error that a fault injected during it explains.
 pub(crate) fn failed_open(error: &Error, faults: &[FaultEvent]) -> Check {

@@ -12,7 +12,7 @@ use durlog_vfs::FaultEvent;
 
 use crate::model::ModelEvent;
 
-use super::excuse::Evidence;
+use super::excuse::{self, Evidence};
 use super::follow::SubFilter;
 use super::oracle::{Check, Oracle};
 
@@ -41,7 +41,10 @@ impl Oracle {
             _ if purged => Err(format!(
                 "read {stream} from {from}: events before version {first_kept} were purged, yet it returned {got:?}"
             )),
-            Ok(events) => self.check_events(stream, from, limit, &events, clock),
+            Ok(events) => {
+                excuse::no_read_error_swallowed(&format!("read {stream} from {from}"), faults)?;
+                self.check_events(stream, from, limit, &events, clock)
+            }
             Err(error) => self.excuse_read_error(&error, evidence, faults),
         }
     }
@@ -218,6 +221,8 @@ impl Oracle {
         let all = SubFilter::default();
         match log.read_all(first, usize::MAX) {
             Ok(commits) => {
+                let faults = evidence.vfs.fault_log_since(mark);
+                excuse::no_read_error_swallowed(&format!("read_all from {first}"), &faults)?;
                 let mut next = first;
                 for commit in &commits {
                     self.check_delivery(&mut next, &all, commit)

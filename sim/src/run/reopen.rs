@@ -91,7 +91,11 @@ impl World<'_> {
             self.node.vfs.crash_after_ops(0);
             self.result.counters.reopens += 1;
             match opened {
-                Ok(log) => return self.reopened(log),
+                Ok(log) => {
+                    let faults = self.node.vfs.fault_log_since(mark);
+                    excuse::no_read_error_swallowed("Open", &faults)?;
+                    return self.reopened(log);
+                }
                 Err(error) if self.node.vfs.is_halted() => {
                     note!(self, "      power loss during recovery: {error}");
                     self.result.count_recovery(Recovery::CrashedDuringRecovery);
