@@ -131,6 +131,18 @@ impl Probe {
     pub fn lock(&self) -> MutexGuard<'_, ProbeState> {
         self.state.lock().expect("probe")
     }
+
+    /// Records `result` of the store call `op` if it failed.
+    #[allow(clippy::result_large_err)]
+    fn failed_in<T>(&self, op: &'static str, result: StorageResult<T>) -> StorageResult<T> {
+        if let Err(error) = &result {
+            let mut probe = self.lock();
+            probe.storage_errors += 1;
+            probe.last_failed_op = Some(op);
+            probe.last_error = Some(format!("{op}: {error}"));
+        }
+        result
+    }
 }
 
 /// `LogStore`, recorded.
@@ -147,13 +159,7 @@ impl ProbedStore {
     }
 
     fn failed_in<T>(&self, op: &'static str, result: StorageResult<T>) -> StorageResult<T> {
-        if let Err(error) = &result {
-            let mut probe = self.probe.lock();
-            probe.storage_errors += 1;
-            probe.last_failed_op = Some(op);
-            probe.last_error = Some(format!("{op}: {error}"));
-        }
-        result
+        self.probe.failed_in(op, result)
     }
 }
 
@@ -162,8 +168,7 @@ impl RaftLogReader<SimConfig> for ProbedStore {
         &mut self,
         range: RB,
     ) -> StorageResult<Vec<Entry<SimConfig>>> {
-        let result = self.inner.try_get_log_entries(range).await;
-        self.failed(result)
+        self.get_log_reader().await.try_get_log_entries(range).await
     }
 
     async fn limited_get_log_entries(
@@ -171,8 +176,8 @@ impl RaftLogReader<SimConfig> for ProbedStore {
         start: u64,
         end: u64,
     ) -> StorageResult<Vec<Entry<SimConfig>>> {
-        let result = self.inner.limited_get_log_entries(start, end).await;
-        self.failed(result)
+        let mut reader = self.get_log_reader().await;
+        reader.limited_get_log_entries(start, end).await
     }
 }
 
@@ -183,27 +188,13 @@ pub struct ProbedReader {
     probe: Probe,
 }
 
-// openraft's error type, passed through as its traits return it.
-#[allow(clippy::result_large_err)]
-impl ProbedReader {
-    fn failed<T>(&self, result: StorageResult<T>) -> StorageResult<T> {
-        if let Err(error) = &result {
-            let mut probe = self.probe.lock();
-            probe.storage_errors += 1;
-            probe.last_failed_op = Some("read");
-            probe.last_error = Some(format!("replication read: {error}"));
-        }
-        result
-    }
-}
-
 impl RaftLogReader<SimConfig> for ProbedReader {
     async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
         &mut self,
         range: RB,
     ) -> StorageResult<Vec<Entry<SimConfig>>> {
         let result = self.inner.try_get_log_entries(range).await;
-        self.failed(result)
+        self.probe.failed_in("read", result)
     }
 
     async fn limited_get_log_entries(
@@ -212,7 +203,7 @@ impl RaftLogReader<SimConfig> for ProbedReader {
         end: u64,
     ) -> StorageResult<Vec<Entry<SimConfig>>> {
         let result = self.inner.limited_get_log_entries(start, end).await;
-        self.failed(result)
+        self.probe.failed_in("read", result)
     }
 }
 
