@@ -20,7 +20,12 @@
 //! entries after a received snapshot next, which a log still holding
 //! entries before it cannot place. What waits is openraft's core task, for
 //! as long as the state machine's task takes to save the snapshot; that
-//! task never waits for the core, so the wait ends.
+//! task never waits for the core, so the wait ends, provided the state
+//! machine reports every install it was given, saved or failed. (openraft's
+//! state machine task stops at the first error it gets: a state machine
+//! whose `apply` can fail must report `snapshot_failed` then too, or a
+//! purge queued behind the install waits for good. The events state
+//! machine's `apply` never fails.)
 
 use std::future::Future;
 use std::pin::Pin;
