@@ -161,11 +161,16 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_purge_waits_for_a_durable_snapshot_that_reaches_it() {
+    /// A limit its store handed out, and a waker that counts its wakes.
+    fn enforced() -> (PurgeLimit<u64>, Arc<Wakes>) {
         let limit = PurgeLimit::<u64>::default();
         limit.enforce();
-        let wakes = Arc::new(Wakes::default());
+        (limit, Arc::new(Wakes::default()))
+    }
+
+    #[test]
+    fn a_purge_waits_for_a_durable_snapshot_that_reaches_it() {
+        let (limit, wakes) = enforced();
         let mut purge = limit.reached(90);
         assert_eq!(
             poll_once(&mut purge, &wakes),
@@ -183,9 +188,7 @@ mod tests {
 
     #[test]
     fn a_failed_snapshot_fails_the_purge_waiting_for_it() {
-        let limit = PurgeLimit::<u64>::default();
-        limit.enforce();
-        let wakes = Arc::new(Wakes::default());
+        let (limit, wakes) = enforced();
         let mut purge = limit.reached(90);
         assert_eq!(poll_once(&mut purge, &wakes), Poll::Pending);
         limit.snapshot_failed("fsync failed".to_owned());
