@@ -396,7 +396,7 @@ impl Segments<'_> {
                 "{name} holds bytes past the last acknowledged record"
             ));
         };
-        if *name != format!("{first_seq:020}.log") {
+        if segment_first_seq(name) != Some(*first_seq) {
             return Err(format!("segment {name} starts with seq {first_seq}"));
         }
         let mut offset = 0;
@@ -454,7 +454,7 @@ impl Segments<'_> {
             .expected
             .get(self.next)
             .map_or(self.last_seq + 1, |(seq, _)| *seq);
-        if *name != format!("{seq:020}.log") {
+        if segment_first_seq(name) != Some(seq) {
             return Err(format!(
                 "the empty last segment is {name}, the next seq is {seq}"
             ));

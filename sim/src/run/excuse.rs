@@ -311,15 +311,19 @@ pub(crate) fn explains_io_error(faults: &[FaultEvent]) -> bool {
 /// A call that returned Ok: no read error may have fired during it
 /// (`faults`). The engine retries no read, so a failed read it went on
 /// from was swallowed: it took bytes it never read for the file's.
-pub(crate) fn no_read_error_swallowed(what: &str, faults: &[FaultEvent]) -> Check {
+pub(crate) fn no_read_error_swallowed(
+    what: impl FnOnce() -> String,
+    faults: &[FaultEvent],
+) -> Check {
     match faults
         .iter()
         .find(|fault| fault.kind == FaultKind::ReadError)
     {
         None => Ok(()),
         Some(fault) => Err(format!(
-            "{what} succeeded, yet a read of {} at offset {} failed during it (read-error): \
+            "{} succeeded, yet a read of {} at offset {} failed during it (read-error): \
              the error was swallowed",
+            what(),
             fault.path.display(),
             fault.offset
         )),

@@ -42,7 +42,7 @@ impl Oracle {
                 "read {stream} from {from}: events before version {first_kept} were purged, yet it returned {got:?}"
             )),
             Ok(events) => {
-                excuse::no_read_error_swallowed(&format!("read {stream} from {from}"), faults)?;
+                excuse::no_read_error_swallowed(|| format!("read {stream} from {from}"), faults)?;
                 self.check_events(stream, from, limit, &events, clock)
             }
             Err(error) => self.excuse_read_error(&error, evidence, faults),
@@ -137,8 +137,8 @@ impl Oracle {
             let Some((stream, first_version, events)) = self.model.record(skipped) else {
                 break;
             };
-            let (kept, strict) = self.kept_events(stream, first_version, events, filter, false);
-            if strict && !kept.is_empty() {
+            let kept = self.kept_events(stream, first_version, events, filter, false);
+            if kept.strict && kept.any() {
                 return Err(format!(
                     "a subscriber to {filter:?} skipped seq {skipped} of stream {stream} and was handed seq {seq}"
                 ));
@@ -149,20 +149,21 @@ impl Oracle {
                 "a subscriber was handed seq {seq}, which is not acknowledged (the last acknowledged is {acked})"
             ));
         };
-        let (kept, strict) = self.kept_events(stream, first_version, events, filter, false);
-        let delivered: Vec<u64> = commit.events.iter().map(|event| event.version).collect();
-        let allowed = |version: &u64| kept.iter().any(|(kept, _)| kept == version);
-        let wanted: Vec<u64> = kept.iter().map(|(version, _)| *version).collect();
+        let kept = self.kept_events(stream, first_version, events, filter, false);
+        let delivered = || commit.events.iter().map(|event| event.version);
         if commit.stream != stream
             || commit.first_version != first_version
-            || delivered.is_empty()
-            || (strict && delivered != wanted)
-            || !delivered.iter().all(allowed)
-            || !delivered.is_sorted()
+            || commit.events.is_empty()
+            || (kept.strict && !delivered().eq(kept.versions()))
+            || !delivered().all(|version| kept.keeps(version))
+            || !delivered().is_sorted()
         {
             return Err(format!(
-                "a subscriber to {filter:?} was handed seq {seq} as {} from version {} with versions {delivered:?}; acknowledged: {stream} from {first_version}, kept {wanted:?}",
-                commit.stream, commit.first_version
+                "a subscriber to {filter:?} was handed seq {seq} as {} from version {} with versions {:?}; acknowledged: {stream} from {first_version}, kept {:?}",
+                commit.stream,
+                commit.first_version,
+                delivered().collect::<Vec<_>>(),
+                kept.versions().collect::<Vec<_>>()
             ));
         }
         for event in &commit.events {
@@ -175,17 +176,18 @@ impl Oracle {
 
     /// The events of a record (`events`, from `first_version`) of `stream`
     /// that `filter` keeps and, if `shown`, that the stream's metadata
-    /// shows now (a maximum age aside); and whether the result is exact:
-    /// no metadata or deletion has touched the stream in this run, or
-    /// `shown` and it has no maximum age.
+    /// shows now (a maximum age aside), with whether that is exact: no
+    /// metadata or deletion has touched the stream in this run, or
+    /// `shown` and it has no maximum age. A view, not a copy: the oracle
+    /// asks this of every record at every reopen.
     fn kept_events<'m>(
         &self,
-        stream: &str,
+        stream: &'m str,
         first_version: u64,
         events: &'m [ModelEvent],
-        filter: &SubFilter,
+        filter: &'m SubFilter,
         shown: bool,
-    ) -> (Vec<(u64, &'m ModelEvent)>, bool) {
+    ) -> Kept<'m> {
         let tables = &self.model.tables;
         let ruled = tables.ever.contains(stream);
         let from = if shown {
@@ -193,16 +195,14 @@ impl Oracle {
         } else {
             1
         };
-        let kept = (first_version..)
-            .zip(events)
-            .filter(|(version, event)| {
-                filter.keeps_stream(stream)
-                    && filter.keeps_type(&event.event_type)
-                    && *version >= from
-            })
-            .collect();
-        let strict = !ruled || (shown && tables.entry(stream).max_age.is_none());
-        (kept, strict)
+        Kept {
+            first_version,
+            events,
+            from,
+            keeps_stream: filter.keeps_stream(stream),
+            filter,
+            strict: !ruled || (shown && tables.entry(stream).max_age.is_none()),
+        }
     }
 
     /// The whole log, read in seq order, is the model's records, each
@@ -222,7 +222,7 @@ impl Oracle {
         match log.read_all(first, usize::MAX) {
             Ok(commits) => {
                 let faults = evidence.vfs.fault_log_since(mark);
-                excuse::no_read_error_swallowed(&format!("read_all from {first}"), &faults)?;
+                excuse::no_read_error_swallowed(|| format!("read_all from {first}"), &faults)?;
                 let mut next = first;
                 for commit in &commits {
                     self.check_delivery(&mut next, &all, commit)
@@ -234,9 +234,8 @@ impl Oracle {
                     let Some((stream, first_version, events)) = self.model.record(seq) else {
                         continue;
                     };
-                    let (kept, strict) =
-                        self.kept_events(stream, first_version, events, &all, true);
-                    if strict && !kept.is_empty() {
+                    let kept = self.kept_events(stream, first_version, events, &all, true);
+                    if kept.strict && kept.any() {
                         return Err(format!("read_all left out seq {seq} of {stream}"));
                     }
                 }
@@ -255,16 +254,17 @@ impl Oracle {
         let Some((stream, first_version, events)) = self.model.record(commit.seq) else {
             return Ok(());
         };
-        let (kept, strict) =
-            self.kept_events(stream, first_version, events, &SubFilter::default(), true);
-        let delivered: Vec<u64> = commit.events.iter().map(|event| event.version).collect();
-        let wanted: Vec<u64> = kept.iter().map(|(version, _)| *version).collect();
-        if (strict && delivered != wanted)
-            || !delivered.iter().all(|version| wanted.contains(version))
+        let all = SubFilter::default();
+        let kept = self.kept_events(stream, first_version, events, &all, true);
+        let delivered = || commit.events.iter().map(|event| event.version);
+        if (kept.strict && !delivered().eq(kept.versions()))
+            || !delivered().all(|version| kept.keeps(version))
         {
             return Err(format!(
-                "read_all returned seq {} of {stream} with versions {delivered:?}; its metadata shows {wanted:?}",
-                commit.seq
+                "read_all returned seq {} of {stream} with versions {:?}; its metadata shows {:?}",
+                commit.seq,
+                delivered().collect::<Vec<_>>(),
+                kept.versions().collect::<Vec<_>>()
             ));
         }
         Ok(())
@@ -320,6 +320,38 @@ impl Oracle {
             }
         }
         Ok(())
+    }
+}
+
+/// The events of one record that a reader keeps (`Oracle::kept_events`).
+struct Kept<'m> {
+    first_version: u64,
+    events: &'m [ModelEvent],
+    /// The first version the stream's metadata shows (1: all).
+    from: u64,
+    keeps_stream: bool,
+    filter: &'m SubFilter,
+    /// The kept events are exactly what a reader must get, not a bound.
+    strict: bool,
+}
+
+impl Kept<'_> {
+    fn keeps(&self, version: u64) -> bool {
+        let index = version.wrapping_sub(self.first_version);
+        self.keeps_stream
+            && version >= self.from
+            && (self.events.get(index as usize))
+                .is_some_and(|event| self.filter.keeps_type(&event.event_type))
+    }
+
+    fn versions(&self) -> impl Iterator<Item = u64> + '_ {
+        (self.first_version..)
+            .take(self.events.len())
+            .filter(|&version| self.keeps(version))
+    }
+
+    fn any(&self) -> bool {
+        self.versions().next().is_some()
     }
 }
 

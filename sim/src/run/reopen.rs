@@ -93,7 +93,7 @@ impl World<'_> {
             match opened {
                 Ok(log) => {
                     let faults = self.node.vfs.fault_log_since(mark);
-                    excuse::no_read_error_swallowed("Open", &faults)?;
+                    excuse::no_read_error_swallowed(|| "Open".to_string(), &faults)?;
                     return self.reopened(log);
                 }
                 Err(error) if self.node.vfs.is_halted() => {
