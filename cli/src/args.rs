@@ -154,6 +154,11 @@ pub enum Command {
         /// Only events whose type starts with PREFIX.
         #[arg(long, value_name = "PREFIX", default_value = "")]
         types: String,
+        /// Only the events each stream's metadata and deletion show, as
+        /// `read` shows them. Without it the whole log is history: every
+        /// event until a purge removes its segment.
+        #[arg(long)]
+        apply_metadata: bool,
         /// Start after NAME's recorded position and record it as it prints.
         #[arg(long, value_name = "NAME")]
         consumer: Option<String>,

@@ -94,6 +94,7 @@ fn main() -> ExitCode {
             follow,
             streams,
             types,
+            apply_metadata,
             consumer,
             record_every,
             json,
@@ -104,6 +105,7 @@ fn main() -> ExitCode {
                 follow: *follow,
                 streams,
                 types,
+                apply_metadata: *apply_metadata,
                 consumer: consumer.as_deref(),
                 record_every: *record_every,
                 format: if *json {

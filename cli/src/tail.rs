@@ -5,14 +5,17 @@
 //!
 //! Without `--consumer` it is read-only, like `read`: the log's records
 //! come through `Log::open_read_only` and `Log::read_all_filtered`, with
-//! the engine's [`Filter`] (`--streams`, `--types`) and each stream's
-//! metadata and deletion applied by the engine. A writer in another
+//! the engine's [`Filter`] (`--streams`, `--types`). The whole log is
+//! history, every event until a purge removes its segment; with
+//! `--apply-metadata`, each stream's metadata and deletion are applied,
+//! as `read` applies them. A writer in another
 //! process shares no memory with this one, so following reads the segment
 //! files themselves from where the catch-up ended, record by record, each
 //! one checked (CRC, seq, batch) before it is printed, and applies the
 //! same rules itself: the same `Filter` (`Filter::keeps_stream`,
-//! `keeps_type`), and the metadata and deletions of `durlog.streams`, read
-//! again whenever records came in, through `StreamEntry::shows`. A record
+//! `keeps_type`), and with `--apply-metadata` the metadata and deletions
+//! of `durlog.streams`, read again whenever records came in, through
+//! `StreamEntry::shows`. A record
 //! none of whose events pass is skipped; one some of whose events pass is
 //! printed with those alone. A record shows once it is whole in its file:
 //! its writer syncs it right after, and a record that a crash then tears
@@ -81,6 +84,8 @@ pub struct TailArgs<'a> {
     pub streams: &'a str,
     /// Only events whose type starts with this.
     pub types: &'a str,
+    /// Each stream's metadata and deletion applied (else history).
+    pub apply_metadata: bool,
     /// Start after this consumer's position and record it as it prints.
     pub consumer: Option<&'a str>,
     /// With `consumer`: records printed between two recordings.
@@ -97,6 +102,9 @@ impl TailArgs<'_> {
         }
         if !self.types.is_empty() {
             filter = filter.event_type_prefix(self.types);
+        }
+        if self.apply_metadata {
+            filter = filter.applying_metadata();
         }
         filter
     }
@@ -148,7 +156,12 @@ pub fn run(
             std::thread::sleep(FOLLOW_POLL);
             continue;
         }
-        let streams = read_stream_table(args.dir)?;
+        // History needs no table; metadata applied reads it again each
+        // time records came in, for what changed since.
+        let streams = match filter.applies_metadata() {
+            true => read_stream_table(args.dir)?,
+            false => BTreeMap::new(),
+        };
         let commits = keep_shown(commits, &filter, &streams, system_now());
         print_commits(args.format, &commits, output)?;
     }

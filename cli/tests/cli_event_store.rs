@@ -210,9 +210,9 @@ fn tail_types_keeps_the_matching_events_and_skips_records_with_none() {
     assert_eq!(snapshot_tree(dir), before, "tail --types changed nothing");
 }
 
-/// A follower with `--types` beside a writer in another process: it
-/// prints the events of the type asked for, none of the others, and none
-/// that the stream's metadata hides, in order.
+/// A follower with `--types` and `--apply-metadata` beside a writer in
+/// another process: it prints the events of the type asked for, none of
+/// the others, and none that the stream's metadata hides, in order.
 #[test]
 fn tail_follow_filters_and_honours_metadata_like_the_catch_up() {
     within(
@@ -226,11 +226,18 @@ fn tail_follow_filters_and_honours_metadata_like_the_catch_up() {
             // Versions below 4 of s are not read.
             ok("metadata", &dir, &["s", "--truncate-before", "4"]);
             let mut follower = KillOnDrop(
-                durlog(["tail", dir_arg, "--follow", "--types", "ke"])
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .expect("start tail --follow"),
+                durlog([
+                    "tail",
+                    dir_arg,
+                    "--follow",
+                    "--types",
+                    "ke",
+                    "--apply-metadata",
+                ])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("start tail --follow"),
             );
             let mut lines = BufReader::new(follower.0.stdout.take().expect("stdout")).lines();
             // Printed by the catch-up, after which the log it opened is
@@ -378,6 +385,7 @@ fn consume(dir: &Path, record_every: usize, output: &mut dyn Write) {
         follow: false,
         streams: "",
         types: "",
+        apply_metadata: false,
         consumer: Some("p"),
         record_every,
         format: ReadFormat::Text,
@@ -575,9 +583,12 @@ fn metadata_and_deletions_are_honoured_by_read_tail_and_streams() {
             .collect()
     };
     assert_eq!(
-        tailed(&["--streams", "a"]),
+        tailed(&["--streams", "a", "--apply-metadata"]),
         [("a".to_owned(), 4), ("a".to_owned(), 5)]
     );
+    // `$all` is history: without --apply-metadata every event stays.
+    let history: Vec<(String, u64)> = (1..=5).map(|version| ("a".to_owned(), version)).collect();
+    assert_eq!(tailed(&["--streams", "a"]), history);
     // Each field given replaces its own; the others stay.
     assert_eq!(
         ok("metadata", dir, &["a", "--truncate-before", "5"]),
@@ -619,12 +630,17 @@ fn metadata_and_deletions_are_honoured_by_read_tail_and_streams() {
     );
     assert_eq!(ok("streams", dir, &[]), "a\n");
     assert_eq!(ok("read", dir, &["b"]), "");
-    assert!(tailed(&["--streams", "b"]).is_empty());
+    assert!(tailed(&["--streams", "b", "--apply-metadata"]).is_empty());
+    let both: Vec<(String, u64)> = vec![("b".to_owned(), 1), ("b".to_owned(), 2)];
+    assert_eq!(tailed(&["--streams", "b"]), both, "history keeps them");
     let dir_arg = dir.to_str().expect("utf-8 path");
     assert_eq!(append(dir, "b", None, b"w\n"), "3\n");
     assert_eq!(read_versions(dir, "b"), [3]);
     assert_eq!(ok("streams", dir, &[]), "a\nb\n");
-    assert_eq!(tailed(&["--streams", "b"]), [("b".to_owned(), 3)]);
+    assert_eq!(
+        tailed(&["--streams", "b", "--apply-metadata"]),
+        [("b".to_owned(), 3)]
+    );
 
     // Hard: for good.
     assert_eq!(
@@ -743,7 +759,9 @@ fn the_follower_stops_with_one_line_on_a_table_damaged_while_it_follows() {
             let dir_arg = dir.to_str().expect("utf-8 path");
             append(&dir, "s", None, b"one\n");
             ok("metadata", &dir, &["s", "--max-count", "5"]);
-            let follower = durlog(["tail", dir_arg, "--follow"])
+            // Only a follower that applies the metadata reads the table:
+            // history needs none.
+            let follower = durlog(["tail", dir_arg, "--follow", "--apply-metadata"])
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()

@@ -380,17 +380,24 @@ fn metadata_limits_what_every_reader_sees() {
             versions(log.read_backward("s", u64::MAX, 100).unwrap()),
             [10, 9, 8]
         );
-        let all = log.read_all(1, 100).unwrap();
-        assert_eq!(all.iter().map(|c| c.seq).collect::<Vec<_>>(), [8, 9, 10]);
-        let mut subscription = log.subscribe(1);
+        let seqs = |commits: Vec<durlog::Commit>| commits.iter().map(|c| c.seq).collect::<Vec<_>>();
+        let applied = Filter::all().applying_metadata();
+        let all = log.read_all_filtered(1, 100, &applied).unwrap();
+        assert_eq!(seqs(all), [8, 9, 10]);
+        // `$all` is history: without the metadata applied, every event.
         assert_eq!(
+            seqs(log.read_all(1, 100).unwrap()),
+            (1..=10).collect::<Vec<_>>()
+        );
+        let first = |mut subscription: durlog::Subscription| {
             subscription
                 .next_timeout(Duration::from_secs(5))
                 .unwrap()
                 .unwrap()
-                .seq,
-            8
-        );
+                .seq
+        };
+        assert_eq!(first(log.subscribe_filtered(1, applied)), 8);
+        assert_eq!(first(log.subscribe(1)), 1);
 
         let mut metadata = StreamMetadata::default();
         metadata.truncate_before = Some(6);
@@ -432,7 +439,10 @@ fn deleted_streams_read_as_empty_and_hard_ones_take_nothing_more() {
         assert!(log.read("soft", 1, 10).unwrap().is_empty());
         assert!(log.read("hard", 1, 10).unwrap().is_empty());
         assert!(log.read_backward("soft", u64::MAX, 10).unwrap().is_empty());
-        assert_eq!(log.read_all(1, 10).unwrap().len(), 1, "only other's record");
+        let applied = Filter::all().applying_metadata();
+        let kept = log.read_all_filtered(1, 10, &applied).unwrap();
+        assert_eq!(kept.len(), 1, "only other's record");
+        assert_eq!(log.read_all(1, 10).unwrap().len(), 3, "history keeps all");
         assert_eq!((log.version("soft"), log.version("hard")), (2, 1));
         assert!(matches!(
             log.append("hard", Expected::Any, &events(&["x"])),

@@ -192,6 +192,10 @@ pub struct Plan {
     /// The clients of appends left in doubt retry them idempotently as
     /// soon as the log is reopened (with the event-store actions).
     pub retry_after_reopen: bool,
+    /// Bit `n % 64` set: the run's n-th subscriber applies the streams'
+    /// metadata (`Filter::applying_metadata`); the others read `$all` as
+    /// history. 0 in half the seeds.
+    pub applying_metadata: u64,
 }
 
 /// Picks an index with probability proportional to its weight.
@@ -245,7 +249,14 @@ impl Plan {
         } else {
             0
         };
-        let (tuning, prepare_every) = draw_tuning(&mut rng, parts);
+        let (mut tuning, prepare_every) = draw_tuning(&mut rng, parts);
+        // Reads of the whole log in runs of a few bytes, so that each one
+        // crosses runs and segments: from a sub-seed of its own, so that
+        // every other draw stays.
+        let mut runs = ChaCha8Rng::seed_from_u64(parts.named("read-runs"));
+        if runs.random_bool(0.5) {
+            tuning.read_run_bytes_max = [1, 256, 4096][runs.random_range(0..3)];
+        }
         let streams = rng.random_range(1..=8);
         let clients = if rng.random_bool(0.4) {
             1
@@ -257,6 +268,12 @@ impl Plan {
         let retention = insert_changes(parts, &mut actions, segment_bytes);
         let retry_after_reopen = insert_event_store(parts, &mut actions);
         insert_second_opens(parts, &mut actions);
+        // From a sub-seed of its own: every other draw stays.
+        let mut applying = ChaCha8Rng::seed_from_u64(parts.named("applying-metadata"));
+        let applying_metadata = match applying.random_bool(0.5) {
+            true => applying.next_u64(),
+            false => 0,
+        };
         let canary_step = parts.canary(steps).filter(|_| options.canary);
         Plan {
             seed,
@@ -272,6 +289,7 @@ impl Plan {
             retention,
             canary_step,
             retry_after_reopen,
+            applying_metadata,
         }
     }
 }

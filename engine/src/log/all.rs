@@ -31,10 +31,6 @@ pub struct Commit {
     pub events: Vec<Event>,
 }
 
-/// The most bytes one read of a run fetches: large enough to amortise the
-/// call, small enough that a reader's buffer stays modest.
-const RUN_BYTES_MAX: u64 = 1 << 20;
-
 /// Consecutive records of one segment, to read with one call.
 pub(crate) struct Run {
     /// The segment's number and first seq (its name).
@@ -47,9 +43,10 @@ pub(crate) struct Run {
 
 impl Published {
     /// The runs that hold up to `count` acknowledged records from seq
-    /// `from`, each within one segment and `RUN_BYTES_MAX` bytes (unless a
-    /// single record is larger). Cheap: offsets only, no I/O.
-    pub(crate) fn runs(&self, from: u64, count: u64) -> Vec<Run> {
+    /// `from`, each within one segment and `run_bytes_max` bytes (unless a
+    /// single record is larger: `Tuning::read_run_bytes_max`). Cheap:
+    /// offsets only, no I/O.
+    pub(crate) fn runs(&self, from: u64, count: u64, run_bytes_max: u64) -> Vec<Run> {
         let mut runs = Vec::new();
         let from = from.max(1);
         let last = self
@@ -72,7 +69,7 @@ impl Published {
                 && let Some(range) = segment.record(seq)
             {
                 let start = run.ranges.first().map_or(range.0, |first| first.0);
-                if !run.ranges.is_empty() && range.1 - start > RUN_BYTES_MAX {
+                if !run.ranges.is_empty() && range.1 - start > run_bytes_max {
                     break;
                 }
                 run.ranges.push(range);
@@ -90,10 +87,11 @@ impl Published {
 
 impl Log {
     /// Acknowledged records with seq >= `max(from_seq, 1)`, in seq order,
-    /// at most `limit` of them (0 returns none), each with the events its
-    /// stream's metadata shows (a record none of whose events it shows is
-    /// passed over). Every record read is checked; damage is an error
-    /// naming the file and offset, never wrong data.
+    /// at most `limit` of them (0 returns none), each with all its events:
+    /// `$all` is history, kept until a purge removes the segment, whatever
+    /// metadata or deletion the stream has since (for those applied, see
+    /// [`Filter::applying_metadata`]). Every record read is checked;
+    /// damage is an error naming the file and offset, never wrong data.
     /// `Err(Error::Purged)` if a purge removed the record at `from_seq`.
     pub fn read_all(&self, from_seq: u64, limit: usize) -> Result<Vec<Commit>, Error> {
         self.read_all_filtered(from_seq, limit, &Filter::all())
@@ -131,7 +129,8 @@ impl Log {
                     wanted.max(256)
                 };
                 let keep = Keep::new(filter, state, || self.settings.now());
-                (state.changes, state.runs(seq, count), keep)
+                let run_bytes_max = self.settings.read_run_bytes_max;
+                (state.changes, state.runs(seq, count, run_bytes_max), keep)
             };
             if runs.is_empty() {
                 break;

@@ -1,7 +1,14 @@
 //! Filters on the whole log: `read_all_filtered` and `subscribe_filtered`
 //! take the records of matching streams and, of those, the events of
-//! matching types (KurrentDB's filtered `$all`), and every reader of the
-//! whole log keeps only what each stream's metadata and deletion show.
+//! matching types (KurrentDB's filtered `$all`).
+//!
+//! `$all` is history (SPEC 14, amended 2026-12-03): a reader of the whole
+//! log gets every event until a purge removes its segment, whatever
+//! metadata or deletion its stream has since, so that a projection rebuilt
+//! from the start sees what the live one saw. Metadata and deletions
+//! govern stream reads, and a whole-log read only when its filter asks for
+//! them ([`Filter::applying_metadata`]): then it keeps only what each
+//! stream's metadata and deletion show as the read runs.
 //!
 //! A record is filtered before its data is copied: the stream is read from
 //! the batch's head, and an event whose type (or version, or time) is not
@@ -22,6 +29,9 @@ use super::streams::Shown;
 pub struct Filter {
     stream_prefixes: Vec<String>,
     types: Vec<TypeMatch>,
+    /// Each stream's metadata and deletion applied, as stream reads apply
+    /// them; without it the read is history.
+    applying_metadata: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,6 +64,20 @@ impl Filter {
         self
     }
 
+    /// And only the events each stream's metadata and deletion show, as
+    /// `read` shows them at the moment each record is read. Without it a
+    /// read of the whole log is history: every event until its segment is
+    /// purged.
+    pub fn applying_metadata(mut self) -> Filter {
+        self.applying_metadata = true;
+        self
+    }
+
+    /// Whether [`Filter::applying_metadata`] was asked for.
+    pub fn applies_metadata(&self) -> bool {
+        self.applying_metadata
+    }
+
     /// Whether records of `stream` pass the stream conditions (every
     /// prefix given). Public for tools that read segment files themselves
     /// (`durlog tail --follow`) and must filter as the log does.
@@ -74,7 +98,8 @@ impl Filter {
 }
 
 /// What a reader of the whole log keeps of each record: the events its
-/// filter matches that their stream's metadata shows.
+/// filter matches and, if the filter applies metadata, that their stream's
+/// metadata shows.
 pub(crate) struct Keep<'a> {
     filter: &'a Filter,
     /// The streams whose metadata or deletion hides events; the others
@@ -83,8 +108,12 @@ pub(crate) struct Keep<'a> {
 }
 
 impl<'a> Keep<'a> {
-    /// Everything `filter` matches, as `state`'s tables show it now.
+    /// Everything `filter` matches; if it applies metadata, as `state`'s
+    /// tables show it now.
     pub(crate) fn new(filter: &'a Filter, state: &Published, now: impl Fn() -> i64) -> Keep<'a> {
+        if !filter.applies_metadata() {
+            return Keep::unshown(filter);
+        }
         let shown = state
             .tables
             .streams

@@ -61,7 +61,7 @@ pub use group::Ticket;
 pub use retention::Retention;
 pub use settings::{
     Clock, DEFAULT_SEGMENT_BYTES, FAILPOINT_AFTER_WRITE, Failpoint, NextSegment, Options,
-    SEGMENT_BYTES_MAX, Tuning,
+    READ_RUN_BYTES_DEFAULT, SEGMENT_BYTES_MAX, Tuning,
 };
 
 pub use streams::Deletion;

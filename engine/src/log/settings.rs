@@ -94,6 +94,13 @@ pub struct Tuning {
     /// larger than the one its Opens use; the default suits all of them.
     /// The simulator lowers it so that rule is exercised on small logs.
     pub group_bytes_max: u64,
+    /// The most bytes a reader of the whole log (`read_all*`,
+    /// subscriptions) fetches with one read of a segment, unless a single
+    /// record is larger: large enough to amortise the call, small enough
+    /// that a reader's buffer stays modest. Records never cross a read:
+    /// a read of many records is many runs. The simulator and the tests
+    /// lower it so that every read of a small log crosses runs. At least 1.
+    pub read_run_bytes_max: u64,
 }
 
 /// How the file of the next segment comes to exist.
@@ -132,9 +139,13 @@ impl Default for Tuning {
             gather_yields: 4,
             next_segment: NextSegment::Background,
             group_bytes_max: GROUP_BYTES_MAX,
+            read_run_bytes_max: READ_RUN_BYTES_DEFAULT,
         }
     }
 }
+
+/// [`Tuning::read_run_bytes_max`] by default: 1 MiB.
+pub const READ_RUN_BYTES_DEFAULT: u64 = 1 << 20;
 
 /// A log's settings, resolved once at open and shared (behind one `Arc`)
 /// by the facade, the writer and the thread that prepares segments.
@@ -147,6 +158,8 @@ pub(crate) struct Settings {
     pub tuning: Tuning,
     /// `Tuning::group_bytes_max`, within `1..=GROUP_BYTES_MAX`.
     pub group_bytes_max: u64,
+    /// `Tuning::read_run_bytes_max`, at least 1.
+    pub read_run_bytes_max: u64,
     now: Option<Clock>,
     failpoint: Option<Failpoint>,
     /// Where the next segment is prepared: `dir/NEXT_SEGMENT_NAME`.
@@ -170,6 +183,7 @@ impl Settings {
             },
             tuning,
             group_bytes_max: tuning.group_bytes_max.clamp(1, GROUP_BYTES_MAX),
+            read_run_bytes_max: tuning.read_run_bytes_max.max(1),
             now: options.now,
             failpoint: options.failpoint,
             next_path: dir.join(NEXT_SEGMENT_NAME),

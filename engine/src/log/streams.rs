@@ -6,10 +6,11 @@
 //! `durlog.consumers`, FORMAT.md "Stream metadata and consumer
 //! positions"), each replaced whole and atomically through the same
 //! machinery as the state file, under the tables' own lock (`Rank::Tables`), and
-//! published in memory once durable. Reads apply them at once: a stream's
-//! events outside what its metadata and deletion show are never returned
-//! ([`Shown`]), by `read`, `read_backward`, `read_all*` and subscriptions
-//! alike. Space comes back only as it does for every record: whole sealed
+//! published in memory once durable. Stream reads apply them at once: a
+//! stream's events outside what its metadata and deletion show are never
+//! returned ([`Shown`]) by `read` and `read_backward`; `read_all*` and
+//! subscriptions apply them only when their filter asks
+//! (`Filter::applying_metadata`: `$all` is history). Space comes back only as it does for every record: whole sealed
 //! segments, by a purge or the retention. Nothing here rewrites a segment.
 
 use std::collections::BTreeMap;

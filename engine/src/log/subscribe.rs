@@ -274,9 +274,9 @@ impl Subscription {
             return Ok(());
         }
         // The streams' metadata as of now, taken under the log's lock only
-        // when some stream has any.
+        // when the filter applies it and some stream has any.
         let filter = self.filter.clone();
-        let keep = match self.feed.has_stream_rules() {
+        let keep = match filter.applies_metadata() && self.feed.has_stream_rules() {
             true => Keep::new(&filter, &lock(&self.shared).state, || self.settings.now()),
             false => Keep::unshown(&filter),
         };
@@ -309,7 +309,7 @@ impl Subscription {
         let count = (published - next_seq + 1).min(AHEAD_MAX);
         let run = lock(&self.shared)
             .state
-            .runs(next_seq, count)
+            .runs(next_seq, count, self.settings.read_run_bytes_max)
             .into_iter()
             .next();
         let Some(run) = run else {
@@ -351,7 +351,10 @@ impl Subscription {
     /// Reads the records from `next_seq` up to `published` at `cursor`,
     /// with no lock; false if the bytes there do not start with the
     /// record `next_seq` (the segment ended, or the read was unlucky),
-    /// for the caller to look its position up instead.
+    /// for the caller to look its position up instead. A read the disk
+    /// fails is an error, as for every reader: the engine retries no read
+    /// (a retried read that succeeds may hand back bytes the disk could
+    /// not vouch for), and the position stays for the next call.
     fn read_following(
         &mut self,
         next_seq: u64,
@@ -365,9 +368,7 @@ impl Subscription {
         let last = published.min(next_seq + AHEAD_MAX - 1);
         let guess = self.buf.len().clamp(FOLLOW_BYTES_MIN, FOLLOW_BYTES_MAX);
         self.buf.resize(guess, 0);
-        let Ok(read) = file.read_at(&mut self.buf, cursor.offset) else {
-            return Ok(false);
-        };
+        let read = file.read_at(&mut self.buf, cursor.offset)?;
         let (mut at, mut seq) = (0, next_seq);
         while seq <= last {
             let Ok(record) = parse_record(&self.buf[at..read]) else {

@@ -252,6 +252,7 @@ impl Workload {
             retention: None,
             canary_step: canary.then_some(0),
             retry_after_reopen: false,
+            applying_metadata: 0,
             actions,
         }
     }

@@ -5,13 +5,14 @@
 //! and re-created at their positions after every reopen. The oracle checks
 //! each delivery (`Oracle::check_delivery`).
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use durlog::{Commit, Error, Filter, Log, Subscription};
 
 use super::World;
-use super::excuse::Evidence;
+use super::excuse::{self, Evidence};
 use super::oracle::Check;
 
 /// The most subscribers a run keeps: a new one replaces the oldest.
@@ -44,27 +45,50 @@ pub(crate) struct Followers {
 pub(crate) type SharedFollowers = Arc<Mutex<Followers>>;
 
 /// A subscriber's filter, as the oracle reads it: streams starting with a
-/// prefix ("" for all), and events of one type or all.
+/// prefix ("" for all), events of one type or all, and whether the
+/// streams' metadata is applied (else `$all` is history).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct SubFilter {
     pub(crate) prefix: String,
     pub(crate) event_type: Option<String>,
+    pub(crate) applying_metadata: bool,
+    /// Applying metadata: for each stream whose rules hid its first
+    /// versions when the subscription started, the lowest first version
+    /// they have shown since (`Oracle::shown_floors`, lowered after every
+    /// step). The subscription reads ahead under the rules of the moment,
+    /// so it may deliver what the rules show now or showed earlier, and
+    /// never a version below this.
+    pub(crate) floors: BTreeMap<String, u64>,
 }
 
 impl SubFilter {
     fn subscribe(&self, log: &Log, from: u64) -> Subscription {
-        let filter = Filter::all().stream_prefix(&self.prefix);
-        log.subscribe_filtered(
-            from,
-            match &self.event_type {
-                Some(event_type) => filter.event_type(event_type),
-                None => filter,
-            },
-        )
+        let mut filter = Filter::all().stream_prefix(&self.prefix);
+        if let Some(event_type) = &self.event_type {
+            filter = filter.event_type(event_type);
+        }
+        if self.applying_metadata {
+            filter = filter.applying_metadata();
+        }
+        log.subscribe_filtered(from, filter)
     }
 
     pub(crate) fn keeps_stream(&self, stream: &str) -> bool {
         stream.starts_with(&self.prefix)
+    }
+
+    /// A new subscription of this filter starts under `floors`, the first
+    /// versions the rules show now (nothing, for history).
+    fn set_floors(&mut self, floors: &BTreeMap<String, u64>) {
+        self.floors = match self.applying_metadata {
+            true => floors.clone(),
+            false => BTreeMap::new(),
+        };
+    }
+
+    /// The lowest version of `stream` this subscriber may be handed.
+    pub(crate) fn floor(&self, stream: &str) -> u64 {
+        self.floors.get(stream).copied().unwrap_or(1)
     }
 
     pub(crate) fn keeps_type(&self, event_type: &str) -> bool {
@@ -102,10 +126,17 @@ impl Followers {
     }
 
     /// Follower `index`'s subscription, answered `Purged`, starts again at
-    /// the first seq kept.
-    pub(crate) fn restart_at(&mut self, index: usize, log: &Log, first_seq: u64) {
+    /// the first seq kept, under the rules of now (`floors`).
+    pub(crate) fn restart_at(
+        &mut self,
+        index: usize,
+        log: &Log,
+        first_seq: u64,
+        floors: &BTreeMap<String, u64>,
+    ) {
         let follower = &mut self.list[index];
         follower.next = first_seq;
+        follower.filter.set_floors(floors);
         follower.subscription = Some(follower.filter.subscribe(log, first_seq));
     }
 
@@ -150,10 +181,11 @@ impl Followers {
 
     /// Re-creates every follower on the reopened `log`, from where it
     /// was, or from the end of the log if recovery lost what it had seen
-    /// (an excused loss).
-    pub(crate) fn resume(&mut self, log: &Log) {
+    /// (an excused loss), under the rules of now (`floors`).
+    pub(crate) fn resume(&mut self, log: &Log, floors: &BTreeMap<String, u64>) {
         let end = log.last_seq() + 1;
         for follower in &mut self.list {
+            follower.filter.set_floors(floors);
             // A new subscription learns of no earlier truncation: it
             // starts after the last seq kept.
             if let Some(seq) = follower.truncated.take() {
@@ -215,7 +247,14 @@ impl World<'_> {
     }
 
     /// A subscriber starts `back` records before the end of the log.
-    pub(super) fn subscribe(&mut self, back: u32, filter: SubFilter) {
+    /// A subscriber from `back` records before the end; the plan's mask
+    /// says whether it applies the streams' metadata (by how many
+    /// subscribers the run started before it).
+    pub(super) fn subscribe(&mut self, back: u32, mut filter: SubFilter) {
+        filter.applying_metadata =
+            (self.plan.applying_metadata >> (self.subscribers % 64)) & 1 == 1;
+        filter.set_floors(&self.oracle.shown_floors());
+        self.subscribers += 1;
         let end = self.oracle.model().last_seq() + 1;
         let from = end - u64::from(back).min(end);
         let log = self
@@ -224,6 +263,27 @@ impl World<'_> {
             .as_ref()
             .expect("the log is open between actions");
         lock(&self.node.followers).start(log, filter, from);
+    }
+
+    /// After every step: what the rules show may have widened (a change,
+    /// a truncation taking versions back); each follower that applies
+    /// them may be handed what they show from now on.
+    pub(super) fn lower_floors(&mut self) {
+        let mut followers = lock(&self.node.followers);
+        if followers
+            .list
+            .iter()
+            .all(|follower| follower.filter.floors.is_empty())
+        {
+            return;
+        }
+        let now = self.oracle.shown_floors();
+        for follower in &mut followers.list {
+            follower.filter.floors.retain(|stream, floor| {
+                *floor = (*floor).min(now.get(stream).copied().unwrap_or(1));
+                *floor > 1
+            });
+        }
     }
 
     /// Follower `index` takes up to `max` records; the oracle checks each.
@@ -239,7 +299,10 @@ impl World<'_> {
         self.result.counters.deliveries += taken.len() as u64;
         drop(followers);
         match error {
-            None => Ok(()),
+            None => {
+                let faults = self.node.vfs.fault_log_since(mark);
+                excuse::no_read_error_swallowed(|| format!("subscriber {index}'s poll"), &faults)
+            }
             Some(error) => self.follower_error(index, error, mark),
         }
     }
@@ -259,7 +322,7 @@ impl World<'_> {
                     .log
                     .as_ref()
                     .expect("the log is open between actions");
-                followers.restart_at(index, log, first);
+                followers.restart_at(index, log, first, &self.oracle.shown_floors());
                 Ok(())
             }
             Error::Truncated { seq } if follower.truncated == Some(seq) => {

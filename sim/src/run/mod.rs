@@ -182,6 +182,8 @@ struct World<'a> {
     busy: BTreeSet<u32>,
     /// Commit actions run, for `Plan::prepare_every`.
     commits: u32,
+    /// Subscribers started, for `Plan::applying_metadata`.
+    subscribers: u32,
     /// The run stopped early for a legitimate reason (corruption refused).
     ended: bool,
     /// The last reopen of the run is under way.
@@ -200,6 +202,7 @@ impl<'a> World<'a> {
             pending: BTreeMap::new(),
             busy: BTreeSet::new(),
             commits: 0,
+            subscribers: 0,
             ended: false,
             final_reopen: false,
             result: SeedResult::default(),
@@ -268,6 +271,7 @@ impl<'a> World<'a> {
             let outcome = self.act(action);
             self.note_disk_ops();
             outcome.map_err(at(step))?;
+            self.lower_floors();
             self.result.counters.log_bytes_max = self
                 .result
                 .counters
@@ -324,7 +328,7 @@ impl<'a> World<'a> {
                 let prefix = stream.map_or_else(String::new, |stream| format!("s{stream}"));
                 let filter = follow::SubFilter {
                     prefix,
-                    event_type: None,
+                    ..follow::SubFilter::default()
                 };
                 self.subscribe(*back, filter);
                 Ok(())

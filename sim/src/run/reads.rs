@@ -4,6 +4,7 @@
 //! as the model's tables show them (metadata, deletions), with the
 //! excuses of `excuse.rs` for a read that met damage.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::AtomicI64;
 use std::sync::atomic::Ordering::SeqCst;
 
@@ -114,12 +115,13 @@ impl Oracle {
     /// A subscriber whose next seq is `next` (and which takes what
     /// `filter` keeps) was handed `commit`: the next acknowledged record
     /// with events it keeps, exactly those events as acknowledged, none
-    /// skipped, none repeated, none not yet acknowledged. A stream that
-    /// has had metadata or a deletion in this run may show fewer of its
-    /// events than the filter keeps (its rules changed while the
-    /// subscription read, and a maximum age depends on the clock): those
-    /// delivered must be acknowledged ones it keeps, and such a record may
-    /// be passed over.
+    /// skipped, none repeated, none not yet acknowledged. `$all` is
+    /// history: metadata and deletions change nothing, unless the filter
+    /// applies them. Then a stream that has had metadata or a deletion in
+    /// this run may show fewer of its events than the filter keeps (its
+    /// rules changed while the subscription read ahead, and a maximum age
+    /// depends on the clock): those delivered must be acknowledged ones it
+    /// keeps, and such a record may be passed over.
     pub(crate) fn check_delivery(
         &self,
         next: &mut u64,
@@ -133,11 +135,15 @@ impl Oracle {
             ));
         }
         let acked = self.model.last_seq();
+        let view = match filter.applying_metadata {
+            true => View::AppliedWhileReading,
+            false => View::History,
+        };
         for skipped in *next..seq {
             let Some((stream, first_version, events)) = self.model.record(skipped) else {
                 break;
             };
-            let kept = self.kept_events(stream, first_version, events, filter, false);
+            let kept = self.kept_events(stream, first_version, events, filter, view);
             if kept.strict && kept.any() {
                 return Err(format!(
                     "a subscriber to {filter:?} skipped seq {skipped} of stream {stream} and was handed seq {seq}"
@@ -149,13 +155,14 @@ impl Oracle {
                 "a subscriber was handed seq {seq}, which is not acknowledged (the last acknowledged is {acked})"
             ));
         };
-        let kept = self.kept_events(stream, first_version, events, filter, false);
+        let kept = self.kept_events(stream, first_version, events, filter, view);
         let delivered = || commit.events.iter().map(|event| event.version);
         if commit.stream != stream
             || commit.first_version != first_version
             || commit.events.is_empty()
             || (kept.strict && !delivered().eq(kept.versions()))
             || !delivered().all(|version| kept.keeps(version))
+            || !delivered().all(|version| version >= filter.floor(stream))
             || !delivered().is_sorted()
         {
             return Err(format!(
@@ -175,25 +182,26 @@ impl Oracle {
     }
 
     /// The events of a record (`events`, from `first_version`) of `stream`
-    /// that `filter` keeps and, if `shown`, that the stream's metadata
-    /// shows now (a maximum age aside), with whether that is exact: no
-    /// metadata or deletion has touched the stream in this run, or
-    /// `shown` and it has no maximum age. A view, not a copy: the oracle
-    /// asks this of every record at every reopen.
+    /// that `filter` keeps as `view` reads them, with whether that is
+    /// exact (see [`View`]). A view, not a copy: the oracle asks this of
+    /// every record at every reopen.
     fn kept_events<'m>(
         &self,
         stream: &'m str,
         first_version: u64,
         events: &'m [ModelEvent],
         filter: &'m SubFilter,
-        shown: bool,
+        view: View,
     ) -> Kept<'m> {
         let tables = &self.model.tables;
-        let ruled = tables.ever.contains(stream);
-        let from = if shown {
-            self.model.shown_from(stream)
-        } else {
-            1
+        let ruled = || tables.ever.contains(stream);
+        let (from, strict) = match view {
+            View::History => (1, true),
+            View::AppliedNow => (
+                self.model.shown_from(stream),
+                !ruled() || tables.entry(stream).max_age.is_none(),
+            ),
+            View::AppliedWhileReading => (1, !ruled()),
         };
         Kept {
             first_version,
@@ -201,13 +209,45 @@ impl Oracle {
             from,
             keeps_stream: filter.keeps_stream(stream),
             filter,
-            strict: !ruled || (shown && tables.entry(stream).max_age.is_none()),
+            strict,
         }
     }
 
-    /// The whole log, read in seq order, is the model's records, each
-    /// with the events its stream's metadata shows.
+    /// For each stream whose rules hide its first versions now, the first
+    /// version they show: the lowest over the tables the disk may hold
+    /// (changes in doubt undone, which a reopen may find), since the log
+    /// may be showing any of them.
+    pub(crate) fn shown_floors(&self) -> BTreeMap<String, u64> {
+        let candidates = self.table_candidates();
+        let mut floors = BTreeMap::new();
+        for stream in &self.model.tables.ever {
+            let version = self.model.version(stream);
+            let floor = candidates
+                .iter()
+                .map(|tables| tables.shown_from(stream, version))
+                .min()
+                .unwrap_or(1);
+            if floor > 1 {
+                floors.insert(stream.clone(), floor);
+            }
+        }
+        floors
+    }
+
+    /// The whole log, read in seq order, is the model's records with all
+    /// their events (`$all` is history); and read with the streams'
+    /// metadata applied, each with the events its stream shows.
     pub(super) fn check_read_all(&mut self, log: &Log, evidence: &Evidence<'_>) -> Check {
+        self.check_history(log, evidence)?;
+        // With no stream ever ruled, the two reads are one.
+        if self.model.tables.ever.is_empty() {
+            return Ok(());
+        }
+        self.check_read_all_applied(log, evidence)
+    }
+
+    /// `read_all` from the first seq kept: every acknowledged record whole.
+    fn check_history(&mut self, log: &Log, evidence: &Evidence<'_>) -> Check {
         let first = self.model.first_seq();
         if first > 1
             && !matches!(log.read_all(first - 1, 1), Err(Error::Purged { first_seq }) if first_seq == first)
@@ -227,17 +267,12 @@ impl Oracle {
                 for commit in &commits {
                     self.check_delivery(&mut next, &all, commit)
                         .map_err(|error| format!("read_all: {error}"))?;
-                    self.check_shown(commit)?;
                 }
-                // Past the last one returned, nothing shown was left out.
-                for seq in next..=self.model.last_seq() {
-                    let Some((stream, first_version, events)) = self.model.record(seq) else {
-                        continue;
-                    };
-                    let kept = self.kept_events(stream, first_version, events, &all, true);
-                    if kept.strict && kept.any() {
-                        return Err(format!("read_all left out seq {seq} of {stream}"));
-                    }
+                if next <= self.model.last_seq() {
+                    return Err(format!(
+                        "read_all from {first} ended before seq {next}; the last acknowledged is {}",
+                        self.model.last_seq()
+                    ));
                 }
                 Ok(())
             }
@@ -248,24 +283,78 @@ impl Oracle {
         }
     }
 
-    /// A record `read_all` returned holds, with the model's tables as they
-    /// are, exactly the events its stream shows (a maximum age aside).
-    fn check_shown(&self, commit: &Commit) -> Check {
+    /// `read_all_filtered` with the metadata applied, from the first seq
+    /// kept: each record with the events its stream shows now, in order,
+    /// none left out (exact unless a maximum age decides).
+    fn check_read_all_applied(&mut self, log: &Log, evidence: &Evidence<'_>) -> Check {
+        let first = self.model.first_seq();
+        let mark = evidence.vfs.fault_log_len();
+        let applied = durlog::Filter::all().applying_metadata();
+        let commits = match log.read_all_filtered(first, usize::MAX, &applied) {
+            Ok(commits) => commits,
+            Err(error) => {
+                let faults = evidence.vfs.fault_log_since(mark);
+                return self.excuse_read_error(&error, evidence, &faults);
+            }
+        };
+        let faults = evidence.vfs.fault_log_since(mark);
+        excuse::no_read_error_swallowed(
+            || format!("read_all applying metadata from {first}"),
+            &faults,
+        )?;
+        let all = SubFilter::default();
+        let mut returned = commits.iter().peekable();
+        for seq in first..=self.model.last_seq() {
+            let Some((stream, first_version, events)) = self.model.record(seq) else {
+                continue;
+            };
+            let kept = self.kept_events(stream, first_version, events, &all, View::AppliedNow);
+            match returned.next_if(|commit| commit.seq == seq) {
+                Some(commit) => self.check_shown(commit, &kept)?,
+                None if kept.strict && kept.any() => {
+                    return Err(format!(
+                        "read_all applying metadata left out seq {seq} of {stream}"
+                    ));
+                }
+                None => {}
+            }
+        }
+        match returned.next() {
+            Some(commit) => Err(format!(
+                "read_all applying metadata returned seq {} out of order or unacknowledged (the last acknowledged is {})",
+                commit.seq,
+                self.model.last_seq()
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// A record `read_all` applying metadata returned holds exactly the
+    /// events its stream shows (`kept`), as acknowledged.
+    fn check_shown(&self, commit: &Commit, kept: &Kept<'_>) -> Check {
         let Some((stream, first_version, events)) = self.model.record(commit.seq) else {
             return Ok(());
         };
-        let all = SubFilter::default();
-        let kept = self.kept_events(stream, first_version, events, &all, true);
         let delivered = || commit.events.iter().map(|event| event.version);
-        if (kept.strict && !delivered().eq(kept.versions()))
+        if commit.stream != stream
+            || commit.first_version != first_version
+            || commit.events.is_empty()
+            || (kept.strict && !delivered().eq(kept.versions()))
             || !delivered().all(|version| kept.keeps(version))
+            || !delivered().is_sorted()
         {
             return Err(format!(
-                "read_all returned seq {} of {stream} with versions {:?}; its metadata shows {:?}",
+                "read_all applying metadata returned seq {} as {} from {} with versions {:?}; acknowledged: {stream} from {first_version}, its metadata shows {:?}",
                 commit.seq,
+                commit.stream,
+                commit.first_version,
                 delivered().collect::<Vec<_>>(),
                 kept.versions().collect::<Vec<_>>()
             ));
+        }
+        for event in &commit.events {
+            let model = &events[(event.version - first_version) as usize];
+            check_event(stream, event, model, event.version)?;
         }
         Ok(())
     }
@@ -318,9 +407,69 @@ impl Oracle {
                 let faults = evidence.vfs.fault_log_since(mark);
                 self.check_read(&name, from, limit, got, evidence, &faults, ticks)?;
             }
+            self.check_backward(log, &name, evidence, clock)?;
         }
         Ok(())
     }
+
+    /// `stream` read backward whole, from its newest event: what a read
+    /// forward from its first kept event shows, newest first (a purge
+    /// leaves out what it removed); `Purged` if a purge removed its newest
+    /// event, the first one asked for, and its rules do not hide it.
+    fn check_backward(
+        &mut self,
+        log: &Log,
+        stream: &str,
+        evidence: &Evidence<'_>,
+        clock: &AtomicI64,
+    ) -> Check {
+        let (mark, before) = (evidence.vfs.fault_log_len(), clock.load(SeqCst));
+        let got = log.read_backward(stream, u64::MAX, usize::MAX);
+        let ticks = (before, clock.load(SeqCst));
+        let faults = evidence.vfs.fault_log_since(mark);
+        let version = self.model.version(stream);
+        let purged = version > 0
+            && self.model.events(stream).is_empty()
+            && version >= self.model.shown_from(stream);
+        let mut events = match got {
+            Err(Error::Purged { first_seq }) if purged && first_seq == self.model.first_seq() => {
+                return Ok(());
+            }
+            _ if purged => {
+                return Err(format!(
+                    "read {stream} backward: its newest event (version {version}) was purged, yet it returned {got:?}"
+                ));
+            }
+            Ok(events) => events,
+            Err(error) => return self.excuse_read_error(&error, evidence, &faults),
+        };
+        excuse::no_read_error_swallowed(|| format!("read {stream} backward"), &faults)?;
+        if !events.is_sorted_by(|newer, older| newer.version > older.version) {
+            return Err(format!(
+                "read {stream} backward: versions {:?}, not newest first",
+                events.iter().map(|event| event.version).collect::<Vec<_>>()
+            ));
+        }
+        events.reverse();
+        let from = (self.model.purged_events(stream) + 1).max(self.model.shown_from(stream));
+        self.check_events(stream, from, usize::MAX, &events, ticks)
+            .map_err(|error| format!("backward: {error}"))
+    }
+}
+
+/// How a reader of the whole log treats the streams' metadata.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum View {
+    /// `$all` as history: every acknowledged event the filter keeps,
+    /// exactly.
+    History,
+    /// Metadata applied by one read, as the model's tables are now:
+    /// exact for a stream never ruled in the run or without a maximum age
+    /// (which the clock decides), else a bound.
+    AppliedNow,
+    /// Metadata applied by a subscription, which reads ahead under the
+    /// rules of its read: exact only for a stream never ruled in the run.
+    AppliedWhileReading,
 }
 
 /// The events of one record that a reader keeps (`Oracle::kept_events`).

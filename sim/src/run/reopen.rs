@@ -197,7 +197,8 @@ impl World<'_> {
         let limits = self.limits();
         self.oracle
             .check_reopened(&log, &evidence, limits, self.final_reopen, &self.node.clock)?;
-        follow::lock(&self.node.followers).resume(&log);
+        let floors = self.oracle.shown_floors();
+        follow::lock(&self.node.followers).resume(&log, &floors);
         self.node.log = Some(log);
         if self.plan.retry_after_reopen && !self.final_reopen {
             return self.retry(None);

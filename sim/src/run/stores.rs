@@ -38,6 +38,7 @@ impl World<'_> {
                 let filter = SubFilter {
                     prefix: String::new(),
                     event_type: Some(format!("type-{event_type}")),
+                    ..SubFilter::default()
                 };
                 self.subscribe(*back, filter);
                 Ok(())
