@@ -90,6 +90,8 @@ P=[
  ("engine/src/log/read.rs","                    None => end.saturating_sub(limit).max(first),","                    None => end.saturating_sub(limit.min(3)).max(first),")]),
 ("38-follower-read-error-as-end","Subscriptions: a live subscriber's read that the disk fails (EIO) taken for the end of what it can follow, and read again elsewhere (the engine's behaviour until the simulator judged each poll's read errors: the error was swallowed)",[
  ("engine/src/log/subscribe.rs","        let read = file.read_at(&mut self.buf, cursor.offset)?;","        let Ok(read) = file.read_at(&mut self.buf, cursor.offset) else {\n            return Ok(false);\n        };")]),
+("39-exact-type-matched-by-prefix","Filters: an exact event-type filter that matches by prefix (the simulator's types shared no prefix, and it read nothing through a filter of the whole log)",[
+ ("engine/src/log/filter.rs","            TypeMatch::Exact(wanted) => event_type == wanted,","            TypeMatch::Exact(wanted) => event_type.starts_with(wanted.as_str()),")]),
 ("threads/01-leader-wakes-no-successor","Threads: a leader publishes its group without waking the next leader (a lost wake-up)",[
  ("engine/src/log/group.rs","        {\n            threads.push(next.clone());\n        }","        {\n            let _ = next;\n        }")]),
 ("threads/02-roll-publishes-before-the-dir-sync","Threads: a roll's directory sync done after the group is published (the woken appenders return first)",[

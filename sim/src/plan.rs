@@ -111,6 +111,15 @@ pub enum Action {
     /// with whatever it has in flight: refused with `Locked`, and no byte
     /// of any file changed, in the cache or on the platter.
     SecondOpen,
+    /// `read_all_filtered` from the first seq kept: the records of one
+    /// stream's prefix (or all), the events of one type exactly or of a
+    /// type prefix, history or with the metadata applied.
+    ReadFiltered {
+        stream: Option<u32>,
+        event_type: u8,
+        type_prefix: bool,
+        applying_metadata: bool,
+    },
 }
 
 /// Whether and where an operation is interrupted by a power loss.
@@ -150,10 +159,6 @@ impl EventSpec {
         (0..self.len)
             .map(|i| self.fill.wrapping_add((i as u8).wrapping_mul(31)))
             .collect()
-    }
-
-    pub fn type_name(&self) -> String {
-        format!("type-{}", self.event_type)
     }
 }
 
@@ -196,6 +201,24 @@ pub struct Plan {
     /// metadata (`Filter::applying_metadata`); the others read `$all` as
     /// history. 0 in half the seeds.
     pub applying_metadata: u64,
+    /// The name of each event type (`EventSpec::event_type`): in the
+    /// seeds that read through filters, names of which one is a prefix of
+    /// the others, so that an exact filter that matched by prefix, or a
+    /// prefix filter that matched exactly, is caught.
+    pub type_names: [&'static str; 3],
+}
+
+/// Event type names of which none is a prefix of another.
+pub const TYPE_NAMES: [&str; 3] = ["type-0", "type-1", "type-2"];
+
+/// Event type names of which the first is a prefix of the others.
+pub const TYPE_NAMES_SHARING_PREFIXES: [&str; 3] = ["type-1", "type-10", "type-1-x"];
+
+impl Plan {
+    /// The name of event type `event_type`.
+    pub fn type_name(&self, event_type: u8) -> &'static str {
+        self.type_names[usize::from(event_type) % self.type_names.len()]
+    }
 }
 
 /// Picks an index with probability proportional to its weight.
@@ -268,6 +291,7 @@ impl Plan {
         let retention = insert_changes(parts, &mut actions, segment_bytes);
         let retry_after_reopen = insert_event_store(parts, &mut actions);
         insert_second_opens(parts, &mut actions);
+        let type_names = insert_filtered_reads(parts, &mut actions);
         // From a sub-seed of its own: every other draw stays.
         let mut applying = ChaCha8Rng::seed_from_u64(parts.named("applying-metadata"));
         let applying_metadata = match applying.random_bool(0.5) {
@@ -290,6 +314,7 @@ impl Plan {
             canary_step,
             retry_after_reopen,
             applying_metadata,
+            type_names,
         }
     }
 }
@@ -404,6 +429,27 @@ fn insert_second_opens(parts: Parts, actions: &mut Vec<Action>) {
         let at = rng.random_range(0..=actions.len());
         actions.insert(at, Action::SecondOpen);
     }
+}
+
+/// Reads of the whole log through filters, in 1 seed of 2, over event
+/// types whose names share prefixes (from a sub-seed of their own: every
+/// other draw stays). The type names the seed uses.
+fn insert_filtered_reads(parts: Parts, actions: &mut Vec<Action>) -> [&'static str; 3] {
+    let mut rng = ChaCha8Rng::seed_from_u64(parts.named("filters"));
+    if !rng.random_bool(0.5) {
+        return TYPE_NAMES;
+    }
+    for _ in 0..actions.len() / rng.random_range(10..30) {
+        let action = Action::ReadFiltered {
+            stream: rng.random_bool(0.3).then(|| rng.random_range(0..4)),
+            event_type: rng.random_range(0..3),
+            type_prefix: rng.random_bool(0.5),
+            applying_metadata: rng.random_bool(0.3),
+        };
+        let at = rng.random_range(0..=actions.len());
+        actions.insert(at, action);
+    }
+    TYPE_NAMES_SHARING_PREFIXES
 }
 
 /// The engine's tuning, and `Plan::prepare_every`.

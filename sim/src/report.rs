@@ -223,6 +223,8 @@ pub struct Counters {
     pub crashes: u64,
     pub reopens: u64,
     pub reads: u64,
+    /// Of them, reads of the whole log through a filter (`ReadFiltered`).
+    pub filtered_reads: u64,
     /// Largest size the log reached, in bytes.
     pub log_bytes_max: u64,
     /// Next segments prepared ahead of their roll.
@@ -264,6 +266,7 @@ impl Counters {
         self.crashes += other.crashes;
         self.reopens += other.reopens;
         self.reads += other.reads;
+        self.filtered_reads += other.filtered_reads;
         self.log_bytes_max = self.log_bytes_max.max(other.log_bytes_max);
         self.segments_prepared += other.segments_prepared;
         self.deliveries += other.deliveries;
@@ -431,8 +434,8 @@ impl Tally {
             + self.excused(Excuse::ReadFailed);
         writeln!(
             f,
-            "reads       {} ({refused} refused on injected faults, never with wrong data)",
-            c.reads
+            "reads       {} ({} of the whole log through filters; {refused} refused on injected faults, never with wrong data)",
+            c.reads, c.filtered_reads
         )?;
         writeln!(
             f,

@@ -253,6 +253,7 @@ impl Workload {
             canary_step: canary.then_some(0),
             retry_after_reopen: false,
             applying_metadata: 0,
+            type_names: crate::plan::TYPE_NAMES,
             actions,
         }
     }

@@ -19,7 +19,7 @@ impl fmt::Display for Action {
                 )?;
                 for (i, event) in events.iter().enumerate() {
                     let sep = if i == 0 { "" } else { ", " };
-                    write!(f, "{sep}{}:{}B", event.type_name(), event.len)?;
+                    write!(f, "{sep}t{}:{}B", event.event_type, event.len)?;
                 }
                 f.write_str("]")
             }
@@ -65,6 +65,26 @@ impl fmt::Display for Action {
             | Action::Retry { .. }
             | Action::SubscribeType { .. } => fmt_event_store(self, f),
             Action::SecondOpen => f.write_str("a second opener beside the writer"),
+            Action::ReadFiltered {
+                stream,
+                event_type,
+                type_prefix,
+                applying_metadata,
+            } => write!(
+                f,
+                "read_all_filtered: streams {}, types {} t{event_type}{}",
+                stream.map_or_else(|| "all".to_owned(), |stream| format!("s{stream}*")),
+                if *type_prefix {
+                    "starting as"
+                } else {
+                    "exactly"
+                },
+                if *applying_metadata {
+                    ", metadata applied"
+                } else {
+                    ""
+                }
+            ),
             Action::Reopen { quota, recovery } => write!(
                 f,
                 "restart process, quota {quota:?}{}",
@@ -113,7 +133,7 @@ fn fmt_event_store(action: &Action, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             if *altered { " altered" } else { "" }
         ),
         Action::SubscribeType { back, event_type } => {
-            write!(f, "subscribe {back} back to events of type-{event_type}")
+            write!(f, "subscribe {back} back to events of type {event_type}")
         }
         other => unreachable!("{other:?} is not an event-store action"),
     }

@@ -51,6 +51,8 @@ pub(crate) type SharedFollowers = Arc<Mutex<Followers>>;
 pub(crate) struct SubFilter {
     pub(crate) prefix: String,
     pub(crate) event_type: Option<String>,
+    /// `event_type` is a prefix of the types kept, not the type.
+    pub(crate) type_prefix: bool,
     pub(crate) applying_metadata: bool,
     /// Applying metadata: for each stream whose rules hid its first
     /// versions when the subscription started, the lowest first version
@@ -63,14 +65,21 @@ pub(crate) struct SubFilter {
 
 impl SubFilter {
     fn subscribe(&self, log: &Log, from: u64) -> Subscription {
+        log.subscribe_filtered(from, self.engine_filter())
+    }
+
+    /// The engine's filter for this one.
+    pub(crate) fn engine_filter(&self) -> Filter {
         let mut filter = Filter::all().stream_prefix(&self.prefix);
-        if let Some(event_type) = &self.event_type {
-            filter = filter.event_type(event_type);
+        filter = match (&self.event_type, self.type_prefix) {
+            (Some(event_type), false) => filter.event_type(event_type),
+            (Some(prefix), true) => filter.event_type_prefix(prefix),
+            (None, _) => filter,
+        };
+        match self.applying_metadata {
+            true => filter.applying_metadata(),
+            false => filter,
         }
-        if self.applying_metadata {
-            filter = filter.applying_metadata();
-        }
-        log.subscribe_filtered(from, filter)
     }
 
     pub(crate) fn keeps_stream(&self, stream: &str) -> bool {
@@ -94,7 +103,10 @@ impl SubFilter {
     pub(crate) fn keeps_type(&self, event_type: &str) -> bool {
         self.event_type
             .as_ref()
-            .is_none_or(|wanted| wanted == event_type)
+            .is_none_or(|wanted| match self.type_prefix {
+                true => event_type.starts_with(wanted.as_str()),
+                false => wanted == event_type,
+            })
     }
 }
 

@@ -350,6 +350,21 @@ impl<'a> World<'a> {
                 crash,
             } => self.purge(*keep_percent, *crash),
             Action::Truncate { back, crash } => self.truncate(*back, *crash),
+            Action::ReadFiltered {
+                stream,
+                event_type,
+                type_prefix,
+                applying_metadata,
+            } => {
+                let filter = follow::SubFilter {
+                    prefix: stream.map_or_else(String::new, |stream| format!("s{stream}")),
+                    event_type: Some(self.plan.type_name(*event_type).to_owned()),
+                    type_prefix: *type_prefix,
+                    applying_metadata: *applying_metadata,
+                    ..follow::SubFilter::default()
+                };
+                self.read_filtered(&filter)
+            }
             Action::SecondOpen => self.second_open(),
             Action::Reopen { quota, recovery } => {
                 self.node.max_bytes = match quota {
@@ -425,7 +440,7 @@ impl<'a> World<'a> {
         let expected = expected_version(spec, self.oracle.model().version(stream));
         let events: Vec<Event> = specs
             .iter()
-            .map(|spec| Event::new(spec.type_name(), spec.data()))
+            .map(|spec| Event::new(self.plan.type_name(spec.event_type), spec.data()))
             .collect();
         self.result.counters.appends_submitted += 1;
         match self.log().submit(stream, expected, &events) {
@@ -534,6 +549,19 @@ impl<'a> World<'a> {
             self.result.counters.count_outcome(&outcome);
         }
         Ok(())
+    }
+
+    /// A read of the whole log through `filter`, checked against the model.
+    fn read_filtered(&mut self, filter: &follow::SubFilter) -> Check {
+        self.result.counters.reads += 1;
+        self.result.counters.filtered_reads += 1;
+        let log = self
+            .node
+            .log
+            .as_ref()
+            .expect("the log is open between actions");
+        let evidence = Evidence::new(&self.node.vfs, &self.node.dir);
+        self.oracle.check_read_all_through(log, &evidence, filter)
     }
 
     fn read(&mut self, stream: &str, from: u64, limit: usize) -> Check {

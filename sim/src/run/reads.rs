@@ -238,16 +238,6 @@ impl Oracle {
     /// their events (`$all` is history); and read with the streams'
     /// metadata applied, each with the events its stream shows.
     pub(super) fn check_read_all(&mut self, log: &Log, evidence: &Evidence<'_>) -> Check {
-        self.check_history(log, evidence)?;
-        // With no stream ever ruled, the two reads are one.
-        if self.model.tables.ever.is_empty() {
-            return Ok(());
-        }
-        self.check_read_all_applied(log, evidence)
-    }
-
-    /// `read_all` from the first seq kept: every acknowledged record whole.
-    fn check_history(&mut self, log: &Log, evidence: &Evidence<'_>) -> Check {
         let first = self.model.first_seq();
         if first > 1
             && !matches!(log.read_all(first - 1, 1), Err(Error::Purged { first_seq }) if first_seq == first)
@@ -257,40 +247,31 @@ impl Oracle {
                 first - 1
             ));
         }
-        let mark = evidence.vfs.fault_log_len();
-        let all = SubFilter::default();
-        match log.read_all(first, usize::MAX) {
-            Ok(commits) => {
-                let faults = evidence.vfs.fault_log_since(mark);
-                excuse::no_read_error_swallowed(|| format!("read_all from {first}"), &faults)?;
-                let mut next = first;
-                for commit in &commits {
-                    self.check_delivery(&mut next, &all, commit)
-                        .map_err(|error| format!("read_all: {error}"))?;
-                }
-                if next <= self.model.last_seq() {
-                    return Err(format!(
-                        "read_all from {first} ended before seq {next}; the last acknowledged is {}",
-                        self.model.last_seq()
-                    ));
-                }
-                Ok(())
-            }
-            Err(error) => {
-                let faults = evidence.vfs.fault_log_since(mark);
-                self.excuse_read_error(&error, evidence, &faults)
-            }
+        self.check_read_all_through(log, evidence, &SubFilter::default())?;
+        // With no stream ever ruled, the two reads are one.
+        if self.model.tables.ever.is_empty() {
+            return Ok(());
         }
+        let applying = SubFilter {
+            applying_metadata: true,
+            ..SubFilter::default()
+        };
+        self.check_read_all_through(log, evidence, &applying)
     }
 
-    /// `read_all_filtered` with the metadata applied, from the first seq
-    /// kept: each record with the events its stream shows now, in order,
-    /// none left out (exact unless a maximum age decides).
-    fn check_read_all_applied(&mut self, log: &Log, evidence: &Evidence<'_>) -> Check {
+    /// `read_all_filtered` through `filter` from the first seq kept: in
+    /// seq order, each record with events the filter keeps, with exactly
+    /// those (history), or those the streams' rules show now (metadata
+    /// applied: exact unless a maximum age decides), none left out.
+    pub(crate) fn check_read_all_through(
+        &mut self,
+        log: &Log,
+        evidence: &Evidence<'_>,
+        filter: &SubFilter,
+    ) -> Check {
         let first = self.model.first_seq();
         let mark = evidence.vfs.fault_log_len();
-        let applied = durlog::Filter::all().applying_metadata();
-        let commits = match log.read_all_filtered(first, usize::MAX, &applied) {
+        let commits = match log.read_all_filtered(first, usize::MAX, &filter.engine_filter()) {
             Ok(commits) => commits,
             Err(error) => {
                 let faults = evidence.vfs.fault_log_since(mark);
@@ -298,30 +279,32 @@ impl Oracle {
             }
         };
         let faults = evidence.vfs.fault_log_since(mark);
-        excuse::no_read_error_swallowed(
-            || format!("read_all applying metadata from {first}"),
-            &faults,
-        )?;
-        let all = SubFilter::default();
+        let what = || format!("read_all from {first} through {filter:?}");
+        excuse::no_read_error_swallowed(what, &faults)?;
+        let view = match filter.applying_metadata {
+            true => View::AppliedNow,
+            false => View::History,
+        };
         let mut returned = commits.iter().peekable();
         for seq in first..=self.model.last_seq() {
             let Some((stream, first_version, events)) = self.model.record(seq) else {
                 continue;
             };
-            let kept = self.kept_events(stream, first_version, events, &all, View::AppliedNow);
+            let kept = self.kept_events(stream, first_version, events, filter, view);
             match returned.next_if(|commit| commit.seq == seq) {
-                Some(commit) => self.check_shown(commit, &kept)?,
+                Some(commit) => self
+                    .check_shown(commit, &kept)
+                    .map_err(|error| format!("{}: {error}", what()))?,
                 None if kept.strict && kept.any() => {
-                    return Err(format!(
-                        "read_all applying metadata left out seq {seq} of {stream}"
-                    ));
+                    return Err(format!("{} left out seq {seq} of {stream}", what()));
                 }
                 None => {}
             }
         }
         match returned.next() {
             Some(commit) => Err(format!(
-                "read_all applying metadata returned seq {} out of order or unacknowledged (the last acknowledged is {})",
+                "{} returned seq {} out of order or unacknowledged (the last acknowledged is {})",
+                what(),
                 commit.seq,
                 self.model.last_seq()
             )),
@@ -329,8 +312,8 @@ impl Oracle {
         }
     }
 
-    /// A record `read_all` applying metadata returned holds exactly the
-    /// events its stream shows (`kept`), as acknowledged.
+    /// A record a read of the whole log returned holds exactly the events
+    /// its reader keeps (`kept`), as acknowledged.
     fn check_shown(&self, commit: &Commit, kept: &Kept<'_>) -> Check {
         let Some((stream, first_version, events)) = self.model.record(commit.seq) else {
             return Ok(());
@@ -344,7 +327,7 @@ impl Oracle {
             || !delivered().is_sorted()
         {
             return Err(format!(
-                "read_all applying metadata returned seq {} as {} from {} with versions {:?}; acknowledged: {stream} from {first_version}, its metadata shows {:?}",
+                "returned seq {} as {} from {} with versions {:?}; acknowledged: {stream} from {first_version}, kept {:?}",
                 commit.seq,
                 commit.stream,
                 commit.first_version,

@@ -37,7 +37,7 @@ impl World<'_> {
             Action::SubscribeType { back, event_type } => {
                 let filter = SubFilter {
                     prefix: String::new(),
-                    event_type: Some(format!("type-{event_type}")),
+                    event_type: Some(self.plan.type_name(*event_type).to_owned()),
                     ..SubFilter::default()
                 };
                 self.subscribe(*back, filter);
