@@ -92,6 +92,10 @@ P=[
  ("engine/src/log/subscribe.rs","        let read = file.read_at(&mut self.buf, cursor.offset)?;","        let Ok(read) = file.read_at(&mut self.buf, cursor.offset) else {\n            return Ok(false);\n        };")]),
 ("39-exact-type-matched-by-prefix","Filters: an exact event-type filter that matches by prefix (the simulator's types shared no prefix, and it read nothing through a filter of the whole log)",[
  ("engine/src/log/filter.rs","            TypeMatch::Exact(wanted) => event_type == wanted,","            TypeMatch::Exact(wanted) => event_type.starts_with(wanted.as_str()),")]),
+("40-purge-leaves-its-files","Retention: a purge decided in its state file removes none of its segments (Open would remove them at the next reopen, so before the segment names were checked after every purge only a reopen's full check saw it, by its effect)",[
+ ("engine/src/log/retention.rs","            .try_for_each(|path| vfs.remove_file(path))\n            .and_then(|()| vfs.sync_dir(dir));\n        Ok(self.finish(removed))","            .try_for_each(|_| Ok(()))\n            .and_then(|()| vfs.sync_dir(dir));\n        Ok(self.finish(removed))")]),
+("41-truncation-leaves-its-files","Truncation: the segments after the one kept are not removed (a reopen's full check saw it only by its effect, later)",[
+ ("engine/src/log/writer.rs","        for path in removed.iter().rev() {\n            settings.vfs.remove_file(path)?;\n        }\n","        for _path in removed.iter().rev() {}\n")]),
 ("threads/01-leader-wakes-no-successor","Threads: a leader publishes its group without waking the next leader (a lost wake-up)",[
  ("engine/src/log/group.rs","        {\n            threads.push(next.clone());\n        }","        {\n            let _ = next;\n        }")]),
 ("threads/02-roll-publishes-before-the-dir-sync","Threads: a roll's directory sync done after the group is published (the woken appenders return first)",[

@@ -7,11 +7,12 @@
 //! by the retention, which no call returns, is checked against the policy
 //! and the segments as they were before the commit that made it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use durlog::{Error, Retention};
 use durlog_vfs::{SimVfs, Vfs};
 
+use crate::model::Model;
 use crate::plan::CrashSpec;
 use crate::report::Excuse;
 
@@ -57,6 +58,55 @@ pub(crate) fn segment_starts(vfs: &SimVfs, dir: &Path) -> Vec<u64> {
     starts
 }
 
+/// After a purge or a truncation that returned `Ok` (or a purge by the
+/// retention): the segment files are those the model names, read from the
+/// disk's own inspection (no disk operation, so the trace stays): none
+/// whose records all precede the first seq kept, none past the last seq
+/// but one that holds only zeros, named for the next seq, last. A purge
+/// or a truncation that leaves its files behind is named at once, rather
+/// than by its effect at the next reopen.
+pub(crate) fn check_segment_names(vfs: &SimVfs, dir: &Path, model: &Model) -> Check {
+    let (first, last) = (model.first_seq(), model.last_seq());
+    let mut segments: Vec<(u64, PathBuf)> = vfs
+        .files()
+        .into_iter()
+        .filter(|path| path.parent() == Some(dir))
+        .filter_map(|path| {
+            let name = path.file_name()?.to_str()?;
+            let digits = name.strip_suffix(".log")?;
+            let start = (digits.len() == 20)
+                .then(|| digits.parse().ok())
+                .flatten()?;
+            Some((start, path))
+        })
+        .collect();
+    segments.sort_unstable();
+    if let Some((start, path)) = segments.first()
+        && *start != first
+    {
+        return Err(format!(
+            "{} is the first segment, the model keeps seqs from {first}",
+            path.display()
+        ));
+    }
+    for (position, (start, path)) in segments.iter().enumerate() {
+        let empty_last = || {
+            position + 1 == segments.len()
+                && *start == last + 1
+                && vfs
+                    .with_file_contents(path, |bytes| bytes.iter().all(|&byte| byte == 0))
+                    .unwrap_or(false)
+        };
+        if *start > last && !empty_last() {
+            return Err(format!(
+                "{} is left past the last seq {last} of the model",
+                path.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
 impl World<'_> {
     pub(super) fn purge(&mut self, keep_percent: u8, crash: CrashSpec) -> Check {
         let model = self.oracle.model();
@@ -92,6 +142,12 @@ impl World<'_> {
             poisoned || self.node.vfs.is_halted(),
         )?;
         self.result.counters.purges += u64::from(changed);
+        // Poisoned after its decision, it returned Ok and left the rest
+        // to the next Open (`Change::DoneThenPoisoned`).
+        if result.is_ok() && !poisoned && !self.node.vfs.is_halted() {
+            check_segment_names(&self.node.vfs, &self.node.dir, self.oracle.model())
+                .map_err(|error| format!("after purge_before({before}): {error}"))?;
+        }
         self.after_change(CrashPoint::Purge)
     }
 
@@ -114,6 +170,10 @@ impl World<'_> {
             Some(true) => {
                 self.result.counters.truncations += 1;
                 super::follow::lock(&self.node.followers).truncated(seq);
+                if !doubt {
+                    check_segment_names(&self.node.vfs, &self.node.dir, self.oracle.model())
+                        .map_err(|error| format!("after truncate_after({seq}): {error}"))?;
+                }
             }
             Some(false) => self.result.counters.truncations_refused += 1,
             None => {}
@@ -172,6 +232,10 @@ impl World<'_> {
         }
         let purged = self.oracle.check_retention(first)?;
         self.result.counters.retention_purges += u64::from(purged);
+        if purged {
+            check_segment_names(&self.node.vfs, &self.node.dir, self.oracle.model())
+                .map_err(|error| format!("after a purge by the retention: {error}"))?;
+        }
         Ok(())
     }
 }
