@@ -58,6 +58,15 @@ pub const MARKS: &[(&str, &[FaultKind])] = &[
         "group: an append refused against an earlier member of its group",
         &[],
     ),
+    (
+        "group: a failed group puts back several refused appends",
+        &[
+            FaultKind::FailedFsync,
+            FaultKind::ShortWrite,
+            FaultKind::NoSpace,
+            FaultKind::Crash,
+        ],
+    ),
     ("writer: zeros preallocated with a group", &[]),
     ("writer: a roll renames the prepared segment", &[]),
     (
@@ -84,6 +93,10 @@ pub const MARKS: &[(&str, &[FaultKind])] = &[
     ),
     (
         "subscribe: a follower's next bytes were not its records",
+        &[],
+    ),
+    (
+        "subscribe: records read ahead past a truncation dropped",
         &[],
     ),
     ("retention: a decided change poisoned by a later step", &[]),

@@ -111,6 +111,10 @@ pub enum Action {
     /// with whatever it has in flight: refused with `Locked`, and no byte
     /// of any file changed, in the cache or on the platter.
     SecondOpen,
+    /// A subscriber to every stream starts 30 records before the end and
+    /// takes one: it holds the records after it read ahead, for the
+    /// truncation that follows to take away.
+    SubscribeAhead,
     /// `read_all_filtered` from the first seq kept: the records of one
     /// stream's prefix (or all), the events of one type exactly or of a
     /// type prefix, history or with the metadata applied.
@@ -291,6 +295,7 @@ impl Plan {
         let retention = insert_changes(parts, &mut actions, segment_bytes);
         let retry_after_reopen = insert_event_store(parts, &mut actions);
         insert_second_opens(parts, &mut actions);
+        insert_read_ahead(parts, &mut actions);
         let type_names = insert_filtered_reads(parts, &mut actions);
         // From a sub-seed of its own: every other draw stays.
         let mut applying = ChaCha8Rng::seed_from_u64(parts.named("applying-metadata"));
@@ -428,6 +433,24 @@ fn insert_second_opens(parts: Parts, actions: &mut Vec<Action>) {
     for _ in 0..actions.len() / rng.random_range(60..180) {
         let at = rng.random_range(0..=actions.len());
         actions.insert(at, Action::SecondOpen);
+    }
+}
+
+/// In 1 seed of 2, before 1 truncation of 2, a subscriber that has read
+/// ahead past the records the truncation removes (from a sub-seed of its
+/// own: every other draw stays).
+fn insert_read_ahead(parts: Parts, actions: &mut Vec<Action>) {
+    let mut rng = ChaCha8Rng::seed_from_u64(parts.named("read-ahead"));
+    if !rng.random_bool(0.5) {
+        return;
+    }
+    let mut at = 0;
+    while at < actions.len() {
+        if matches!(actions[at], Action::Truncate { .. }) && rng.random_bool(0.5) {
+            actions.insert(at, Action::SubscribeAhead);
+            at += 1;
+        }
+        at += 1;
     }
 }
 

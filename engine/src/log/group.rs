@@ -477,6 +477,11 @@ pub(crate) fn publish(
             for member in &group.members {
                 commit.finish(member.pending.ticket, Err(failure.error.duplicate()));
             }
+            if group.refused.len() > 1 {
+                durlog_vfs::mark!("group: a failed group puts back several refused appends");
+            }
+            // Back in the order they came: reversed, each pushed to the
+            // front lands before the one pushed after it.
             for (pending, _) in group.refused.into_iter().rev() {
                 commit.queue.push_front(pending);
             }

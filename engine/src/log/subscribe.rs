@@ -240,6 +240,9 @@ impl Subscription {
         let Some(seq) = lowest else {
             return Ok(());
         };
+        if self.ahead.back().is_some_and(|commit| commit.seq > seq) {
+            durlog_vfs::mark!("subscribe: records read ahead past a truncation dropped");
+        }
         self.ahead.retain(|commit| commit.seq <= seq);
         if self.position.next_seq() > seq + 1 {
             self.position = Position::Seek { next_seq: seq + 1 };

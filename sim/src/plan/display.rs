@@ -65,6 +65,9 @@ impl fmt::Display for Action {
             | Action::Retry { .. }
             | Action::SubscribeType { .. } => fmt_event_store(self, f),
             Action::SecondOpen => f.write_str("a second opener beside the writer"),
+            Action::SubscribeAhead => {
+                f.write_str("a subscriber 30 back to every stream takes one record")
+            }
             Action::ReadFiltered {
                 stream,
                 event_type,

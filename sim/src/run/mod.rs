@@ -350,6 +350,11 @@ impl<'a> World<'a> {
                 crash,
             } => self.purge(*keep_percent, *crash),
             Action::Truncate { back, crash } => self.truncate(*back, *crash),
+            Action::SubscribeAhead => {
+                self.subscribe(30, follow::SubFilter::default());
+                let newest = follow::lock(&self.node.followers).list.len() - 1;
+                self.poll(newest, 1)
+            }
             Action::ReadFiltered {
                 stream,
                 event_type,
