@@ -100,6 +100,15 @@ pub const MARKS: &[(&str, &[FaultKind])] = &[
         &[],
     ),
     ("retention: a decided change poisoned by a later step", &[]),
+    (
+        "retention: a segment kept, its newest record unread",
+        &[
+            FaultKind::ReadError,
+            FaultKind::BitFlipOnRead,
+            FaultKind::BitFlipAtRest,
+            FaultKind::MisdirectedWrite,
+        ],
+    ),
 ];
 
 impl Scenario for DurlogSim {

@@ -461,9 +461,20 @@ impl Log {
     }
 
     /// The time of a segment's newest record (`None` if it cannot be
-    /// read: the retention then keeps the segment).
+    /// read: the retention then keeps the segment). The one read of the
+    /// engine whose failure fails no call: the group it runs in is not
+    /// the reader, and keeping a segment longer loses nothing; the next
+    /// roll asks again.
     fn newest_time(&self, candidate: &SealedSegment) -> Option<i64> {
         let (start, end) = candidate.newest?;
+        let at = self.read_newest_time(candidate, start, end);
+        if at.is_none() {
+            durlog_vfs::mark!("retention: a segment kept, its newest record unread");
+        }
+        at
+    }
+
+    fn read_newest_time(&self, candidate: &SealedSegment, start: u64, end: u64) -> Option<i64> {
         let vfs = self.settings.vfs.as_ref();
         let path = || self.settings.segment_path(candidate.first_seq);
         let file = lock(&self.handles).get(vfs, candidate.id, path).ok()?;

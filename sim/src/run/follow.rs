@@ -176,9 +176,9 @@ impl Followers {
             let (taken, error) = self.take(index, u32::MAX);
             self.during_commit
                 .extend(taken.into_iter().map(|commit| (index, commit)));
-            // Other errors here are the commit's own faults, which its
-            // outcome answers for.
-            if let Some(error @ (Error::Purged { .. } | Error::Truncated { .. })) = error {
+            // Judged after the commit: a purge or truncation once the model
+            // knows of it, any other error by the commit's faults.
+            if let Some(error) = error {
                 self.told_during_commit.push((index, error));
             }
         }
@@ -370,17 +370,23 @@ impl World<'_> {
         Ok(())
     }
 
-    /// A purge (by the retention) or truncation that followers learnt of
-    /// during a commit, judged once the model knows of it; nothing, if
-    /// the commit lost power and the subscriptions with it.
-    pub(super) fn check_told_during_commit(&mut self) -> Check {
+    /// What followers met during a commit (since fault `mark`): a purge
+    /// (by the retention) or truncation, judged once the model knows of
+    /// it; any other error, by a fault the disk injected during the
+    /// commit (a read error, a bit flipped on a read). Nothing, if the
+    /// commit lost power and the subscriptions with it.
+    pub(super) fn check_told_during_commit(&mut self, mark: usize) -> Check {
         let told = std::mem::take(&mut lock(&self.node.followers).told_during_commit);
         if self.node.vfs.is_halted() {
             return Ok(());
         }
         for (index, error) in told {
-            let mark = self.node.vfs.fault_log_len();
-            self.follower_error(index, error, mark)?;
+            let mark = match error {
+                Error::Purged { .. } | Error::Truncated { .. } => self.node.vfs.fault_log_len(),
+                _ => mark,
+            };
+            self.follower_error(index, error, mark)
+                .map_err(|error| format!("between a write and its sync: {error}"))?;
         }
         Ok(())
     }

@@ -501,7 +501,7 @@ impl<'a> World<'a> {
         note!(self, "      {finished} appends finished");
         self.collect_outcomes(faulted)?;
         self.close_retention_window()?;
-        self.check_told_during_commit()?;
+        self.check_told_during_commit(mark)?;
         if self.node.vfs.is_halted() {
             let point = if crash == CrashSpec::Failpoint {
                 CrashPoint::Failpoint

@@ -246,7 +246,7 @@ impl World<'_> {
                 });
             }
             self.close_retention_window()?;
-            self.check_told_during_commit()?;
+            self.check_told_during_commit(mark)?;
             if self.node.vfs.is_halted() || self.log().is_poisoned() {
                 return self.after_table_change();
             }
@@ -386,6 +386,8 @@ impl Oracle {
                 Ok(())
             }
             Ok(commits) => {
+                let what = || format!("consumer {name} resuming after {position}");
+                excuse::no_read_error_swallowed(what, faults)?;
                 let mut next = from;
                 for commit in &commits {
                     self.check_delivery(&mut next, &SubFilter::default(), commit)
