@@ -371,7 +371,10 @@ impl Oracle {
                 self.model.size()
             ));
         }
-        for name in self.model.all_stream_names() {
+        let names = self.model.all_stream_names();
+        let backward = names.get(self.log_checks % names.len().max(1)).cloned();
+        self.log_checks += 1;
+        for name in names {
             if log.version(&name) != self.model.version(&name) {
                 return Err(format!(
                     "{name} at version {}, the model at {}",
@@ -390,7 +393,9 @@ impl Oracle {
                 let faults = evidence.vfs.fault_log_since(mark);
                 self.check_read(&name, from, limit, got, evidence, &faults, ticks)?;
             }
-            self.check_backward(log, &name, evidence, clock)?;
+            if backward.as_ref() == Some(&name) {
+                self.check_backward(log, &name, evidence, clock)?;
+            }
         }
         Ok(())
     }
