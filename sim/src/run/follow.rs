@@ -215,6 +215,9 @@ impl World<'_> {
     /// was acknowledged, then ends with `Closed` (or stops at damage, which
     /// the oracle must excuse).
     pub(super) fn check_followers_closed(&mut self) -> Check {
+        // Within the step that closes it: a truncation that returned
+        // before the close may have widened what the rules show.
+        self.lower_floors();
         let count = lock(&self.node.followers).list.len();
         for index in 0..count {
             let mark = self.node.vfs.fault_log_len();
@@ -277,9 +280,10 @@ impl World<'_> {
         lock(&self.node.followers).start(log, filter, from);
     }
 
-    /// After every step: what the rules show may have widened (a change,
-    /// a truncation taking versions back); each follower that applies
-    /// them may be handed what they show from now on.
+    /// After every step, and before a follower reads within a step: what
+    /// the rules show may have widened (a change, a truncation taking
+    /// versions back); each follower that applies them may be handed what
+    /// they show from now on.
     pub(super) fn lower_floors(&mut self) {
         let mut followers = lock(&self.node.followers);
         if followers
@@ -300,6 +304,7 @@ impl World<'_> {
 
     /// Follower `index` takes up to `max` records; the oracle checks each.
     pub(super) fn poll(&mut self, index: usize, max: u32) -> Check {
+        self.lower_floors();
         let mark = self.node.vfs.fault_log_len();
         let mut followers = lock(&self.node.followers);
         let (taken, error) = followers.take(index, max);
