@@ -18,7 +18,7 @@ use crate::escape::escape;
 use crate::state::{read_state, state_lines};
 use crate::tables::{read_tables, table_lines};
 use crate::time::rfc3339_nanos;
-use crate::verify::plural;
+use crate::words::plural;
 
 /// Events `read` asks the log for at a time, so a long stream is never
 /// held in memory whole.

@@ -18,7 +18,8 @@
 //!   files; with `--consumer`, from a consumer's position, recorded as it
 //!   prints.
 //! - [`verify`]: the fsck-style verdict and its exit code.
-//! - [`escape`] and [`time`]: the text formats of `read` and `dump`.
+//! - [`escape`] and [`time`]: the text formats of `read` and `dump`;
+//!   [`words`]: counts in the one-line verdicts.
 //! - [`error`]: the one-line error every failing command prints.
 //!
 //! - [`args`]: the command line (clap); `main.rs` only dispatches.
@@ -35,5 +36,6 @@ pub mod tables;
 pub mod tail;
 pub mod time;
 pub mod verify;
+pub mod words;
 
 pub use error::CliError;

@@ -13,7 +13,7 @@ use durlog::{Log, Options};
 
 use crate::append::open_writer;
 use crate::error::CliError;
-use crate::verify::plural;
+use crate::words::plural;
 
 /// `durlog purge`: removes every sealed segment all of whose records have
 /// a seq below `before`, and prints what went and the first seq kept.

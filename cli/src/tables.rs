@@ -17,7 +17,7 @@ use durlog::format::{
 };
 
 use crate::escape::escape;
-use crate::verify::plural;
+use crate::words::plural;
 
 /// Both tables of the log in `dir`, each `None` if the file is missing,
 /// unreadable or damaged: the callers go on to the recovery scan (or

@@ -19,6 +19,7 @@ use durlog::{Error, RecoveryReport, Tail};
 
 use crate::error::{CliError, one_line};
 use crate::tables::{read_tables, table_summary};
+use crate::words::plural;
 
 /// fsck's "no errors".
 pub const EXIT_CLEAN: u8 = 0;
@@ -129,15 +130,6 @@ fn judge(dir: &Path, report: &RecoveryReport) -> Verdict {
             EXIT_OPERATIONAL,
             format!("{}: unknown tail state {other:?}", dir.display()),
         ),
-    }
-}
-
-/// `1 segment`, `2 segments`.
-pub fn plural(count: u64, noun: &str) -> String {
-    if count == 1 {
-        format!("1 {noun}")
-    } else {
-        format!("{count} {noun}s")
     }
 }
 

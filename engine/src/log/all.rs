@@ -10,26 +10,14 @@ use std::sync::Arc;
 use durlog_vfs::{VfsFile, read_exact_at};
 
 use crate::error::Error;
-use crate::format::{Event, parse_record};
+use crate::format::parse_record;
 use crate::segment::{Handles, read_record_bytes};
 
+use super::commit::Commit;
 use super::filter::{Filter, Keep};
 use super::group::Published;
 use super::settings::Settings;
 use super::{Log, lock};
-
-/// One record (one append), as a reader of the whole log sees it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Commit {
-    /// The record's seq: its position in the whole log.
-    pub seq: u64,
-    /// The stream all its events belong to.
-    pub stream: String,
-    /// The version of its first event; the rest follow densely.
-    pub first_version: u64,
-    /// Its events, as `read` returns them (stream, version and time set).
-    pub events: Vec<Event>,
-}
 
 /// Consecutive records of one segment, to read with one call.
 pub(crate) struct Run {

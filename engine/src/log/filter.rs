@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 
 use crate::format::{Record, decode_batch_where};
 
-use super::all::Commit;
+use super::commit::Commit;
 use super::group::Published;
 use super::streams::Shown;
 

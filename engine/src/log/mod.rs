@@ -42,6 +42,7 @@ pub(crate) use crate::sync::lock;
 use crate::sync::{Mutex, MutexGuard, Ordering, Rank, RankHeld, thread};
 
 mod all;
+mod commit;
 mod feed;
 mod filter;
 mod group;
@@ -55,7 +56,7 @@ mod streams;
 mod subscribe;
 mod writer;
 
-pub use all::Commit;
+pub use commit::Commit;
 pub use filter::Filter;
 pub use group::Ticket;
 pub use retention::Retention;

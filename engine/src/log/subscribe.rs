@@ -25,7 +25,8 @@ use crate::error::Error;
 use crate::format::parse_record;
 use crate::sync::{Mutex, thread};
 
-use super::all::{Commit, OwnHandles, read_run};
+use super::all::{OwnHandles, read_run};
+use super::commit::Commit;
 use super::feed::Feed;
 use super::filter::{Filter, Keep};
 use super::settings::Settings;
