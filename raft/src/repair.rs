@@ -19,7 +19,10 @@
 //!    may have held records (a misdirected write can erase the last ones
 //!    whole): each 44 bytes, durlog's smallest record, adds an index, with
 //!    the vote's term. The reach is an upper bound of the last entry the
-//!    node ever acknowledged, as a `(term, index)` pair.
+//!    node ever acknowledged, as a `(term, index)` pair: at or past, in
+//!    term and in index, the last entry the log's files held before the
+//!    damage ([`last_log_id`] reads it; durlog-raft-sim holds each repair
+//!    to that after damaging a disk).
 //! 2. **Durable first.** The reach goes into `raft.meta` (the larger of it
 //!    and any reach a repair that a crash interrupted left there) before
 //!    any file is touched.
@@ -120,7 +123,8 @@ use durlog::{HEADER_SIZE, Log, Options, Tuning, decode_batch, parse_record};
 use openraft::{LogId, NodeId, RaftLogId, RaftTypeConfig};
 use serde::{Deserialize, Serialize};
 
-use crate::meta::{MetaBody, MetaFile};
+use crate::meta::{META_FILE_NAME, MetaBody, MetaFile, decode as decode_meta};
+use crate::reader::read_entries;
 use crate::{Error, LOG_DIR_NAME};
 
 /// The directory, inside the store's, that damaged segments are moved to.
@@ -342,7 +346,7 @@ fn free_quarantine_dir(vfs: &dyn Vfs, dir: &Path) -> io::Result<PathBuf> {
 
 /// The smallest record durlog writes (FORMAT.md, "misplaced record"):
 /// bytes no valid record covers may have held this many per record.
-const SMALLEST_RECORD_BYTES: u64 = 44;
+pub const SMALLEST_RECORD_BYTES: u64 = 44;
 
 /// How far the log reached, from the damaged segment (`segments[0]`,
 /// damaged at `offset`) and every later one: see the module doc. Bytes
@@ -413,6 +417,43 @@ fn entry_log_id<C: RaftTypeConfig>(payload: &[u8]) -> Option<LogId<C::NodeId>> {
     let event = batch.events.first()?;
     let entry: C::Entry = postcard::from_bytes(&event.data).ok()?;
     Some(entry.get_log_id().clone())
+}
+
+/// The id of the last entry the log of the store in `dir` holds, read from
+/// its files as they stand (`raft.meta` decoded, the log through durlog's
+/// read-only open: nothing on disk changes, nothing is synced, a torn tail
+/// is passed over as recovery would): the entry a repair's reach must
+/// stand at or past if these bytes are damaged next. `None` if the log
+/// holds no entry past the last purged one. A checker's tool: the store
+/// never needs it.
+pub fn last_log_id<C: RaftTypeConfig>(
+    vfs: impl Vfs + 'static,
+    dir: &Path,
+) -> Result<Option<LogId<C::NodeId>>, Error> {
+    let meta_path = dir.join(META_FILE_NAME);
+    let body: MetaBody<C::NodeId> = match read_file(&vfs, &meta_path) {
+        Ok(bytes) => decode_meta(&bytes).map_err(|reason| Error::Meta {
+            path: meta_path,
+            reason,
+        })?,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => MetaBody::default(),
+        Err(error) => return Err(error.into()),
+    };
+    let log = Log::open_read_only(vfs, dir.join(LOG_DIR_NAME))?;
+    // A record before the anchor, or at or below the last purged index,
+    // holds no entry in Raft's eyes.
+    let Some(index) = body.anchor.index_of(log.last_seq()) else {
+        return Ok(None);
+    };
+    if body
+        .last_purged
+        .as_ref()
+        .is_some_and(|purged| purged.index >= index)
+    {
+        return Ok(None);
+    }
+    let entries = read_entries::<C>(&log, body.anchor, index, 1)?;
+    Ok(entries.last().map(|entry| entry.get_log_id().clone()))
 }
 
 #[cfg(test)]

@@ -107,6 +107,12 @@ fn check_seed(seed: u64, rt: &tokio::runtime::Runtime) -> bool {
             store.blocking_append(written.clone()).await.unwrap();
         });
     }
+    let held = durlog_raft::repair::last_log_id::<TypeConfig>(vfs.clone(), Path::new(DIR));
+    assert_eq!(
+        held.unwrap_or_else(|e| panic!("seed {seed}: {e}")),
+        Some(written.last().unwrap().log_id),
+        "seed {seed}: the last entry, read from the files"
+    );
     assert!(damage(&vfs, &mut rng));
     let (options, tuning) = options();
     let plain = LogStore::<TypeConfig>::open_with(Arc::new(vfs.clone()), DIR, options, tuning);
@@ -200,4 +206,24 @@ fn a_store_under_repair_is_refused_by_the_plain_open() {
     let (options, tuning) = options();
     let plain = LogStore::<TypeConfig>::open_with(Arc::new(vfs.clone()), DIR, options, tuning);
     assert!(matches!(plain, Err(durlog_raft::Error::Inconsistent(_))));
+}
+
+/// `last_log_id` reads what the store holds from the files alone: nothing
+/// in a fresh store, the last entry after an append and after a
+/// truncation, nothing once a purge took every entry.
+#[test]
+fn the_last_log_id_read_from_the_files_is_the_stores() {
+    let rt = runtime();
+    let vfs = SimVfs::with_faults(3, FaultConfig::none());
+    let last = || durlog_raft::repair::last_log_id::<TypeConfig>(vfs.clone(), Path::new(DIR));
+    let id = |index| LogId::new(CommittedLeaderId::new(1, 1), index);
+    let mut store = open_for_repair(&vfs).unwrap();
+    assert_eq!(last().unwrap(), None);
+    let entries: Vec<_> = (0..ENTRIES).map(|index| entry(1, index)).collect();
+    rt.block_on(store.blocking_append(entries)).unwrap();
+    assert_eq!(last().unwrap(), Some(id(ENTRIES - 1)));
+    rt.block_on(store.truncate(id(30))).unwrap();
+    assert_eq!(last().unwrap(), Some(id(29)));
+    rt.block_on(store.purge(id(29))).unwrap();
+    assert_eq!(last().unwrap(), None, "every entry purged");
 }

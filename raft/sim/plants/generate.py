@@ -77,6 +77,24 @@ P = [
  ("raft/src/reader.rs", "        let entries = self.try_get_log_entries(start..end).await?;\n        // From `start` on",
                         "        let entries = self.try_get_log_entries(start..end).await.unwrap_or_default();\n        // From `start` on"),
 ]),
+("16-reach-ignores-copies", "The repair's reach leaves valid copies of earlier records (a misdirected or stale write) uncounted, as if they were the log's own bytes", [
+ ("raft/src/repair.rs", "                // write): it stands where later records may have been.\n                uncovered += record.len as u64;\n",
+                        "                // write): it stands where later records may have been.\n"),
+]),
+("17-reach-rounded-down", "The repair's reach counts the bytes no valid record covers in whole smallest records, rounded down", [
+ ("raft/src/repair.rs", "    let extra = uncovered.div_ceil(SMALLEST_RECORD_BYTES);", "    let extra = uncovered / SMALLEST_RECORD_BYTES;"),
+]),
+("18-reach-ignores-uncovered-bytes", "The repair's reach leaves bytes after the damage that no valid record covers uncounted (only valid records and the damaged record's seq count)", [
+ ("raft/src/repair.rs", "                uncovered += u64::from(position > 0 || at as u64 >= offset);\n", ""),
+]),
+("19-reach-term-from-records", "The repair's reach takes its term from the records it found only, not the vote: with no valid record after the damage, term 0", [
+ ("raft/src/repair.rs", "    let vote_term = body.vote.as_ref().map_or(0, |vote| vote.leader_id().term);\n", ""),
+ ("raft/src/repair.rs", "            term: vote_term.max(found.map_or(0, |id| id.leader_id.term)),",
+                        "            term: found.map_or(0, |id| id.leader_id.term),"),
+]),
+("20-reach-counts-bytes-as-entries", "The repair's reach counts each byte no valid record covers as an entry, not each smallest record: safe, but the node waits for far more entries than its log can have held", [
+ ("raft/src/repair.rs", "    let extra = uncovered.div_ceil(SMALLEST_RECORD_BYTES);", "    let extra = uncovered;"),
+]),
 ]
 
 def main():

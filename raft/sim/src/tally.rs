@@ -37,6 +37,7 @@ pub const COVERAGE: &[&str] = &[
     "client-writes-rejected-by-version",
     "linearizable-reads",
     "liveness-phases-passed",
+    "repairs-reach-checked",
 ];
 
 /// Counts by name.

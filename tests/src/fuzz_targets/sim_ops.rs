@@ -419,6 +419,11 @@ impl SimOpsInput {
             }),
             canary_step: None,
             retry_after_reopen: self.vfs_seed.is_multiple_of(2),
+            // Subscribers read `$all` as history, and types are named as
+            // they were (`type-0`..), so the committed corpus keeps its
+            // meaning.
+            applying_metadata: 0,
+            type_names: durlog_sim::plan::TYPE_NAMES,
         }
     }
 }

@@ -17,6 +17,10 @@ impl Cluster<'_> {
     /// Opens node `id`'s store and boots it; a refused Open leaves it down
     /// for good (counted); a power loss during recovery is a power loss.
     pub(super) fn start(&mut self, id: u64) -> Result<(), Violation> {
+        // Only the first start after the damage is held to the log's last
+        // entry: a failed one may have lost unsynced records or a part of
+        // the repair.
+        let held = self.held.remove(&id);
         let node = self.nodes.get_mut(&id).expect("node");
         {
             // What the last incarnation did in its last poll is checked
@@ -98,7 +102,7 @@ impl Cluster<'_> {
             }
         }
         self.trace.note(id, "up");
-        self.repaired_start(id, &mut claims)?;
+        self.repaired_start(id, &mut claims, held)?;
         let node = &self.nodes[&id];
         let state = node.machine.as_ref().expect("started").applied();
         if !first_boot && self.excused.is_none() {

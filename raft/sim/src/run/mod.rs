@@ -88,6 +88,9 @@ pub(crate) struct Cluster<'p> {
     repairs: BTreeMap<u64, repair::Watch>,
     /// Nodes whose disk the harness damaged at rest.
     damaged: BTreeSet<u64>,
+    /// What each node's log held just before the harness last damaged it,
+    /// until its next start (see `repair.rs`).
+    held: BTreeMap<u64, repair::Held>,
 }
 
 /// Runs `plan` (its actions where `keep` says, all if `None`); keeps the
@@ -185,6 +188,7 @@ impl<'p> Cluster<'p> {
             step: 0,
             repairs: BTreeMap::new(),
             damaged: BTreeSet::new(),
+            held: BTreeMap::new(),
         }
     }
 

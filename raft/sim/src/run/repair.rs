@@ -10,18 +10,33 @@
 //! other checkers (committed entries, state machines, clients, liveness)
 //! are unchanged: a repair that lets the node vote too early loses
 //! committed entries there.
+//!
+//! The reach itself is held to the log's files: just before the harness
+//! damages a disk, durlog-raft reads the last entry its log holds (from a
+//! copy of the files, so that the run's disk and digest stay as they
+//! were), and the repair of the node's next start must reach at or past
+//! it in term and in index, and no further than the bytes it moved aside
+//! can explain. Claims alone miss a reach that stops short of entries
+//! written but not yet acknowledged, or one whose term is too low to keep
+//! the node out of elections.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use durlog::vfs::{FaultConfig, OpenMode, Vfs};
-use durlog_raft::repair::Reach;
+use durlog::vfs::{FaultConfig, OpenMode, SimVfs, Vfs};
+use durlog_raft::repair::{Quarantined, Reach, RepairReport, SMALLEST_RECORD_BYTES};
 use openraft::LogId;
 
 use super::Cluster;
 use crate::check::Violation;
+use crate::config::SimConfig;
 use crate::excuse::Injected;
 use crate::node::STORE_DIR;
+
+/// What a node's log held just before the harness damaged it: its last
+/// entry (`None`: no entry), or why its files could not tell (damage the
+/// disk's own faults left there earlier).
+pub(crate) type Held = Result<Option<LogId<u64>>, String>;
 
 const NS_PER_MS: u64 = 1_000_000;
 
@@ -50,15 +65,19 @@ impl Cluster<'_> {
         &mut self,
         id: u64,
         claims: &mut BTreeMap<u64, LogId<u64>>,
+        held: Option<Held>,
     ) -> Result<(), Violation> {
         if self.repairs.remove(&id).is_some() {
             self.tally.bump("repairs-interrupted-by-crash");
         }
-        let node = &self.nodes[&id];
-        let report = node.repair.clone();
+        let report = self.nodes[&id].repair.clone();
         if report.quarantined.is_empty() && report.reach.is_none() {
             return Ok(());
         }
+        if let Some(held) = held {
+            self.check_reach(id, &report, held)?;
+        }
+        let node = &self.nodes[&id];
         for moved in &report.quarantined {
             self.trace.note(
                 id,
@@ -125,6 +144,51 @@ impl Cluster<'_> {
         Ok(())
     }
 
+    /// Holds the reach of the first start after damage at rest to the
+    /// last entry the log held before it (`held`): at or past it in Raft's
+    /// order and in index (the reach's promise, durlog_raft::repair), and
+    /// past it by no more than one index (the damaged record's) and one
+    /// more per smallest record the bytes moved aside could have held.
+    fn check_reach(&mut self, id: u64, report: &RepairReport, held: Held) -> Result<(), Violation> {
+        let Some(reach) = report.quarantined.iter().map(|moved| moved.reach).max() else {
+            return Ok(());
+        };
+        let held = match held {
+            Ok(Some(held)) => held,
+            Ok(None) => {
+                self.tally.bump("repairs-reach-unchecked-empty-log");
+                return Ok(());
+            }
+            Err(_) => {
+                self.tally.bump("repairs-reach-unchecked-log-unreadable");
+                return Ok(());
+            }
+        };
+        if Reach::of(&held) > reach || held.index > reach.index {
+            return Err(format!(
+                "repair: node {id}'s reach {reach} stops short of its log: its files held \
+                 {held} (index {}) just before the harness damaged them",
+                held.index
+            ));
+        }
+        for moved in &report.quarantined {
+            let bytes = moved_bytes(&self.nodes[&id].vfs, moved);
+            let most = held.index + 1 + bytes.div_ceil(SMALLEST_RECORD_BYTES);
+            if moved.reach.index > most {
+                return Err(format!(
+                    "repair: node {id}'s reach {} counts past its log: its files held {held} \
+                     (index {}) and {bytes} bytes from the damage on were moved aside, \
+                     which reach index {most} at most",
+                    moved.reach, held.index
+                ));
+            }
+        }
+        self.tally.bump("repairs-reach-checked");
+        self.tally
+            .add("repairs-reach-entries-past-held", reach.index - held.index);
+        Ok(())
+    }
+
     /// Ends the watch of every node whose repair finished: counted, with
     /// its cost (simulated time from the restart to voting again).
     pub(super) fn track_repairs(&mut self) {
@@ -170,6 +234,7 @@ impl Cluster<'_> {
     /// misdirected write over a segment (3). `None` if nothing to damage.
     pub(super) fn damage_at_rest(&mut self, id: u64, aim: u64) -> Option<String> {
         self.damaged.insert(id);
+        self.held.insert(id, held_by(&self.nodes[&id].vfs));
         let node = self.nodes.get_mut(&id).expect("node");
         let segments = segments_of(&node.vfs);
         let pick = aim >> 2;
@@ -204,6 +269,43 @@ impl Cluster<'_> {
         node.vfs.flip_bit_at_rest(&path, bit).ok()?;
         Some(format!("bit {bit} of {} flipped at rest", path.display()))
     }
+}
+
+/// The last entry the node's log holds, read by durlog-raft from a copy
+/// of its files on a disk of their own: reads of the node's disk would be
+/// traced and could draw its faults, and the check must change nothing the
+/// run does.
+fn held_by(vfs: &SimVfs) -> Held {
+    let store = Path::new(STORE_DIR);
+    let log_dir = store.join(durlog_raft::LOG_DIR_NAME);
+    let meta = store.join(durlog_raft::meta::META_FILE_NAME);
+    let files: Vec<PathBuf> = vfs
+        .files()
+        .into_iter()
+        .filter(|path| path.starts_with(&log_dir) || *path == meta)
+        .collect();
+    if !files.iter().any(|path| path.starts_with(&log_dir)) {
+        return Ok(None);
+    }
+    let copy = SimVfs::new(0);
+    copy.set_trace_recording(false);
+    for path in &files {
+        vfs.with_file_contents(path, |bytes| copy.put_durable_file(path, bytes));
+    }
+    durlog_raft::repair::last_log_id::<SimConfig>(copy, Path::new(STORE_DIR))
+        .map_err(|error| error.to_string())
+}
+
+/// The bytes a repair moved aside from the damage on: what its reach
+/// counted.
+fn moved_bytes(vfs: &SimVfs, moved: &Quarantined) -> u64 {
+    let total: u64 = vfs
+        .files()
+        .into_iter()
+        .filter(|path| path.parent() == Some(moved.dir.as_path()))
+        .filter_map(|path| vfs.with_file_contents(&path, |bytes| bytes.len() as u64))
+        .sum();
+    total.saturating_sub(moved.offset)
 }
 
 /// The node's segment files, in order.
