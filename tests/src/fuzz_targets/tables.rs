@@ -28,7 +28,7 @@ use durlog::format::{
     StreamEntry, decode_consumers, decode_streams, encode_consumers, encode_streams,
 };
 use durlog::vfs::{SimVfs, Vfs};
-use durlog::{Commit, Deletion, Error, Event, Log, Options, StreamMetadata, recovery};
+use durlog::{Commit, Deletion, Error, Event, Filter, Log, Options, StreamMetadata, recovery};
 
 /// Entries in one table, at most.
 pub const TABLE_ENTRIES_MAX: usize = 6;
@@ -294,6 +294,9 @@ fn snapshot(vfs: &SimVfs) -> BTreeMap<PathBuf, Vec<u8>> {
 struct Seen {
     streams: Vec<String>,
     events: BTreeMap<String, Vec<Event>>,
+    /// `read_all`: history, every event whatever the tables say.
+    history: Vec<Commit>,
+    /// `read_all_filtered` with the metadata applied.
     commits: Vec<Commit>,
 }
 
@@ -307,12 +310,16 @@ fn seen(log: &Log, names: &[String]) -> Seen {
             (name.clone(), read)
         })
         .collect();
-    let commits = log
+    let history = log
         .read_all(1, usize::MAX)
         .unwrap_or_else(|error| panic!("read_all: {error}"));
+    let commits = log
+        .read_all_filtered(1, usize::MAX, &Filter::all().applying_metadata())
+        .unwrap_or_else(|error| panic!("read_all applying metadata: {error}"));
     Seen {
         streams: log.streams(""),
         events,
+        history,
         commits,
     }
 }
@@ -346,8 +353,9 @@ fn expected(raw: &Seen, raw_log: &Log, streams: &BTreeMap<String, StreamEntry>, 
                 )
             })
             .collect(),
+        history: raw.history.clone(),
         commits: raw
-            .commits
+            .history
             .iter()
             .filter_map(|commit| {
                 let mut commit = commit.clone();
