@@ -41,7 +41,9 @@ mod sync;
 // beyond them (`format::Header`, `recovery::verify`, ...).
 pub use durlog_vfs as vfs;
 pub use error::{Error, Expected};
-pub use format::batch::{Batch, BatchError, Event, MAX_NAME_BYTES, decode_batch, encode_batch};
+pub use format::batch::{
+    Batch, BatchError, EVENT_ID_BYTES, Event, MAX_NAME_BYTES, decode_batch, encode_batch,
+};
 pub use format::file_names::segment_name;
 pub use format::record::{
     HEADER_SIZE, MAX_PAYLOAD_BYTES, Record, RecordError, append_record, crc32c, parse_record,

@@ -40,10 +40,11 @@ fn expected_batch(stream: &str, first_version: u64, events: &[Event]) -> Batch {
     let events = events
         .iter()
         .enumerate()
-        .map(|(index, event)| Event {
-            stream: stream.to_owned(),
-            version: first_version + index as u64,
-            ..event.clone()
+        .map(|(index, event)| {
+            let mut event = event.clone();
+            event.stream = stream.to_owned();
+            event.version = first_version + index as u64;
+            event
         })
         .collect();
     Batch {

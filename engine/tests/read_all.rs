@@ -22,12 +22,12 @@ fn model_commit(seq: u64, stream: &str, first_version: u64, data: &[Vec<u8>]) ->
         events: data
             .iter()
             .enumerate()
-            .map(|(i, data)| Event {
-                stream: stream.to_owned(),
-                version: first_version + i as u64,
-                event_type: "t".into(),
-                data: data.clone(),
-                at: 7,
+            .map(|(i, data)| {
+                let mut event = Event::new("t", data.clone());
+                event.stream = stream.to_owned();
+                event.version = first_version + i as u64;
+                event.at = 7;
+                event
             })
             .collect(),
     }

@@ -50,13 +50,21 @@ fn the_format_functions_have_their_signatures() {
         events,
     } = decode_batch(payload).unwrap();
     let _: (String, u64, Vec<durlog::Event>) = (stream, first_version, events.clone());
+    // The fields SPEC section 4 names; an id, metadata and a content type
+    // (SPEC 14, amended) are read through methods.
     let durlog::Event {
         stream,
         version,
         event_type,
         data,
         at,
+        ..
     } = events[0].clone();
+    let _: (Option<[u8; 16]>, &[u8], Option<&str>) = (
+        events[0].id(),
+        events[0].metadata(),
+        events[0].content_type(),
+    );
     let _: (String, u64, String, Vec<u8>, i64) = (stream, version, event_type, data, at);
     assert_eq!(&events[0].data[..], b"hi");
     match parse_record(&record[..3]) {

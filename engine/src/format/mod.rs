@@ -6,7 +6,8 @@
 //!
 //! - `record.rs`: the record header ([`Header`]), `crc32c`,
 //!   `append_record`, `parse_record`.
-//! - `batch.rs`: the batch, every record's payload: `encode_batch`,
+//! - `event.rs`: [`Event`], with its id, metadata and content type.
+//! - `batch/mod.rs`: the batch, every record's payload: `encode_batch`,
 //!   `decode_batch`, and [`inspect_batch`], the copy-free validator
 //!   recovery uses.
 //! - `state.rs`: the state file a purge or a truncation writes (`LogState`).
@@ -23,6 +24,7 @@
 //! are reached at the root alone, one path each.
 
 pub(crate) mod batch;
+mod event;
 pub(crate) mod file_names;
 pub(crate) mod record;
 mod repair;
@@ -43,7 +45,7 @@ pub use tables::{
 // way: all of them, used inside the crate today or not (hence the allow).
 #[allow(unused_imports)]
 pub(crate) use self::{
-    batch::{Batch, BatchError, Event, MAX_NAME_BYTES, decode_batch, encode_batch},
+    batch::{Batch, BatchError, EVENT_ID_BYTES, Event, MAX_NAME_BYTES, decode_batch, encode_batch},
     file_names::segment_name,
     record::{
         HEADER_SIZE, MAX_PAYLOAD_BYTES, Record, RecordError, append_record, crc32c, parse_record,
@@ -51,7 +53,9 @@ pub(crate) use self::{
     state::{LogState, STATE_FILE_NAME, StateError},
     tables::{StreamMetadata, Tables},
 };
-pub(crate) use batch::{batch_stream, decode_batch_where, encode_batch_at, set_first_version};
+pub(crate) use batch::{
+    batch_stream, decode_batch_where, encode_batch_at, event_ids, set_first_version,
+};
 pub(crate) use record::HEADER_SEQ_FIELD;
 pub(crate) use repair::single_bit_repair;
 

@@ -11,12 +11,15 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use crate::error::{Error, Expected};
-use crate::format::{HEADER_SIZE, Tables, batch_stream, set_first_version};
+use crate::format::{
+    EVENT_ID_BYTES, HEADER_SIZE, Tables, batch_stream, event_ids, set_first_version,
+};
 use crate::index::{Index, Location};
 use crate::segment::SegmentMeta;
 use crate::stats::Stats;
 use crate::sync::thread::Thread;
 
+use super::idempotent::{Retried, retried};
 use super::settings::Settings;
 
 /// A queued append's handle, to collect its outcome.
@@ -99,6 +102,9 @@ pub(crate) struct Pending {
     /// The encoded batch, with `first_version` still to be set.
     pub payload: Vec<u8>,
     pub count: u32,
+    /// The events' ids, when every event carries one: the append is then
+    /// a retry if its stream holds exactly these ids already.
+    pub ids: Option<Vec<[u8; EVENT_ID_BYTES]>>,
 }
 
 impl Pending {
@@ -135,7 +141,9 @@ pub(crate) struct Group {
     pub members: Vec<Member>,
     /// Appends refused while forming the group; their outcome waits for the
     /// group's, because they were checked against its members.
-    refused: Vec<(Pending, Error)>,
+    /// An append found already landed (its ids in the stream) waits the
+    /// same way, with its version: it may have landed in this very group.
+    refused: Vec<(Pending, Result<u64, Error>)>,
     /// Record bytes of the members.
     pub bytes: u64,
 }
@@ -203,7 +211,13 @@ impl GroupCommit {
     }
 
     /// Queues an append; its outcome comes from a later group.
-    pub fn enqueue(&mut self, expected: Expected, payload: Vec<u8>, count: u32) -> Ticket {
+    pub fn enqueue(
+        &mut self,
+        expected: Expected,
+        payload: Vec<u8>,
+        count: u32,
+        ids: Option<Vec<[u8; EVENT_ID_BYTES]>>,
+    ) -> Ticket {
         let ticket = Ticket(self.next_ticket);
         self.next_ticket += 1;
         self.queue.push_back(Pending {
@@ -211,6 +225,7 @@ impl GroupCommit {
             expected,
             payload,
             count,
+            ids,
         });
         ticket
     }
@@ -318,14 +333,14 @@ impl GroupCommit {
         self.publish_refusals(group.refused, stats);
     }
 
-    fn publish_refusals(&mut self, refused: Vec<(Pending, Error)>, stats: &mut Stats) {
-        for (pending, error) in refused {
-            match error {
-                Error::VersionConflict { .. } => stats.conflicts += 1,
-                Error::Quota { .. } => stats.quota_rejections += 1,
+    fn publish_refusals(&mut self, refused: Vec<(Pending, Result<u64, Error>)>, stats: &mut Stats) {
+        for (pending, outcome) in refused {
+            match &outcome {
+                Err(Error::VersionConflict { .. }) => stats.conflicts += 1,
+                Err(Error::Quota { .. }) => stats.quota_rejections += 1,
                 _ => {}
             }
-            self.finish(pending.ticket, Err(error));
+            self.finish(pending.ticket, outcome);
         }
     }
 }
@@ -366,14 +381,21 @@ pub(crate) fn form_group(
             );
         let record_len = pending.record_len();
         let size = state.size + group.bytes + record_len;
-        if let Err(error) = refusal(pending, current, size, state, settings) {
-            if !group.members.is_empty() {
-                durlog_vfs::mark!(
-                    "group: an append refused against an earlier member of its group"
-                );
+        let outcome = match answer(pending, current, size, state, &group.members, settings) {
+            Ok(None) => None,
+            Ok(Some(version)) => Some(Ok(version)),
+            Err(error) => {
+                if !group.members.is_empty() {
+                    durlog_vfs::mark!(
+                        "group: an append refused against an earlier member of its group"
+                    );
+                }
+                Some(Err(error))
             }
+        };
+        if let Some(outcome) = outcome {
             let pending = commit.queue.pop_front().expect("front exists");
-            group.refused.push((pending, error));
+            group.refused.push((pending, outcome));
             continue;
         }
         let must_roll = group.roll_to.is_none() && state.segments.is_empty();
@@ -404,21 +426,53 @@ pub(crate) fn form_group(
     group
 }
 
-/// Why `pending` may not join a group, if it may not: its stream deleted
-/// for good, its expected version not `current`, or the log's `size` with
-/// it over the quota (checked in that order, as SPEC section 4 says).
-fn refusal(
+/// What becomes of `pending`: `Ok(None)`, it joins the group; `Ok(Some(v))`,
+/// it is a retry that already landed (its ids are the stream's events up
+/// to version `v`, durable or in this group) and writes nothing; `Err`,
+/// it is refused: its stream deleted for good, its ids partly in the
+/// stream, its expected version not `current`, or the log's `size` with
+/// it over the quota (checked in that order, as SPEC sections 4 and 14
+/// say: a retry's expected version is not checked).
+fn answer(
     pending: &Pending,
     current: u64,
     size: u64,
     state: &Published,
+    members: &[Member],
     settings: &Settings,
-) -> Result<(), Error> {
+) -> Result<Option<u64>, Error> {
     if state.is_hard_deleted(pending.stream()) {
         return Err(Error::StreamDeleted {
             stream: pending.stream().to_owned(),
         });
     }
+    if let Some(ids) = &pending.ids {
+        // The group's earlier members of the stream are not published yet:
+        // their ids are read back from their batches (groups are small).
+        let in_group: Vec<(u64, [u8; EVENT_ID_BYTES])> = members
+            .iter()
+            .filter(|member| member.pending.stream() == pending.stream())
+            .flat_map(|member| event_ids(&member.pending.payload).expect("a queued batch decodes"))
+            .collect();
+        let published = state.index.streams.get(pending.stream());
+        match retried(ids, published, &in_group) {
+            Retried::New => {}
+            Retried::Landed(version) => return Ok(Some(version)),
+            Retried::Partly => {
+                return Err(Error::VersionConflict {
+                    stream: pending.stream().to_owned(),
+                    expected: pending.expected,
+                    actual: current,
+                });
+            }
+        }
+    }
+    refusal(pending, current, size, settings).map(|()| None)
+}
+
+/// Why `pending` may not join a group, if it may not: its expected
+/// version not `current`, or the log's `size` with it over the quota.
+fn refusal(pending: &Pending, current: u64, size: u64, settings: &Settings) -> Result<(), Error> {
     if !pending.expected.matches(current) {
         return Err(Error::VersionConflict {
             stream: pending.stream().to_owned(),
@@ -516,6 +570,8 @@ fn acknowledge(commit: &mut GroupCommit, state: &mut Published, stats: &mut Stat
         state
             .index
             .push(member.pending.stream(), member.pending.count, location);
+        let ids = event_ids(&member.pending.payload).expect("a written batch decodes");
+        state.index.remember_ids(member.pending.stream(), &ids);
         offset += member.pending.record_len();
         commit.finish(member.pending.ticket, Ok(member.last_version()));
         stats.events += u64::from(member.pending.count);

@@ -4,14 +4,20 @@
 //! very events at those versions, the retry succeeds and writes nothing.
 //!
 //! "The same" is the events' types and data, byte for byte, in order:
-//! their times are set by the log and differ between a try and its retry,
-//! and the format keeps no event id. So two writers that append identical
-//! events at one expected version both succeed, and a retry cannot tell
-//! its own earlier append from another writer's identical one; nor can it
-//! check events a purge removed (the retry is then a version conflict).
+//! their times are set by the log and differ between a try and its retry.
+//! So two writers that append identical events without ids at one
+//! expected version both succeed, and a retry cannot tell its own earlier
+//! append from another writer's identical one; nor can it check events a
+//! purge removed (the retry is then a version conflict).
+//!
+//! Events with ids need none of this: where every event of an append
+//! carries an id, `append` itself takes the append for a retry when the
+//! stream holds those ids (`group.rs`, `answer`), for any `Expected`, and
+//! two writers of identical bytes with distinct ids are two appends.
 
 use crate::error::{Error, Expected};
-use crate::format::Event;
+use crate::format::{EVENT_ID_BYTES, Event};
+use crate::index::StreamIndex;
 
 use super::{Log, lock};
 
@@ -31,6 +37,9 @@ impl Log {
         expected: Expected,
         events: &[Event],
     ) -> Result<u64, Error> {
+        if events.iter().all(|event| event.id().is_some()) {
+            return self.append(stream, expected, events);
+        }
         let base = match expected {
             Expected::Exact(version) => version,
             Expected::NoStream => 0,
@@ -70,4 +79,43 @@ fn same_events(stored: &[Event], events: &[Event]) -> bool {
         && stored.iter().zip(events).all(|(stored, event)| {
             stored.event_type == event.event_type && stored.data == event.data
         })
+}
+
+/// Whether an append whose events carry `ids` is new to its stream, landed
+/// already (every id there, in this order, as consecutive versions: the
+/// last one given), or partly there (some ids, or all in another order).
+pub(crate) enum Retried {
+    New,
+    Landed(u64),
+    Partly,
+}
+
+/// [`Retried`] for `ids`, against the stream's published index and the
+/// ids (with their versions) of its appends earlier in the forming group.
+pub(crate) fn retried(
+    ids: &[[u8; EVENT_ID_BYTES]],
+    published: Option<&StreamIndex>,
+    in_group: &[(u64, [u8; EVENT_ID_BYTES])],
+) -> Retried {
+    let version_of = |id: &[u8; EVENT_ID_BYTES]| {
+        published
+            .and_then(|index| index.ids.get(id).copied())
+            .or_else(|| {
+                in_group
+                    .iter()
+                    .find(|(_, held)| held == id)
+                    .map(|&(version, _)| version)
+            })
+    };
+    let found: Vec<Option<u64>> = ids.iter().map(version_of).collect();
+    if found.iter().all(Option::is_none) {
+        return Retried::New;
+    }
+    let first = found[0];
+    let consecutive = (found.iter().enumerate())
+        .all(|(index, version)| first.is_some() && *version == first.map(|v| v + index as u64));
+    match (consecutive, found.last()) {
+        (true, Some(Some(last))) => Retried::Landed(*last),
+        _ => Retried::Partly,
+    }
 }

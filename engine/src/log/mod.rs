@@ -138,6 +138,14 @@ impl Log {
     /// Appends `events` to `stream` as one record, if the stream is at the
     /// `expected` version; returns the stream's new version once the record
     /// is durable.
+    ///
+    /// Where every event carries an id ([`Event::with_id`]), for any
+    /// `expected`: if the stream already holds events with exactly these
+    /// ids, in this order, as consecutive versions, this is a retry that
+    /// landed: it returns the last of those versions and writes nothing;
+    /// if it holds some of them, or all in another order, it is a
+    /// `VersionConflict`; if none, a new append, checked as usual. A
+    /// purged event's id is forgotten with it.
     pub fn append(&self, stream: &str, expected: Expected, events: &[Event]) -> Result<u64, Error> {
         let ticket = self.submit(stream, expected, events)?;
         let mut shared = lock(&self.shared);
@@ -188,13 +196,15 @@ impl Log {
         payload.clear();
         payload.reserve(payload_len as usize);
         encode_batch_at(&mut payload, stream, 0, events, at);
+        // Only an append all of whose events carry ids is a retry by ids.
+        let ids: Option<Vec<_>> = events.iter().map(Event::id).collect();
         let mut shared = lock(&self.shared);
         if shared.commit.is_poisoned() {
             return Err(Error::Poisoned);
         }
         Ok(shared
             .commit
-            .enqueue(expected, payload, events.len() as u32))
+            .enqueue(expected, payload, events.len() as u32, ids))
     }
 
     /// Steps 2 to 4 for the next group of queued appends, on the calling
@@ -422,6 +432,16 @@ fn check_arguments(stream: &str, events: &[Event]) -> Result<u64, Error> {
         return Err(Error::NameTooLong {
             what: "event type",
             len: event.event_type.len(),
+        });
+    }
+    if let Some(len) = events
+        .iter()
+        .filter_map(|event| event.content_type().map(str::len))
+        .find(|&len| len > MAX_NAME_BYTES)
+    {
+        return Err(Error::NameTooLong {
+            what: "content type",
+            len,
         });
     }
     let payload_len = batch_encoded_len(stream, events);

@@ -30,8 +30,8 @@ use durlog_vfs::{OpenMode, Vfs, VfsFile};
 
 use crate::error::Error;
 use crate::format::{
-    BatchError, BatchView, HEADER_SIZE, Header, LogState, RecordError, Tables, inspect_batch,
-    parse_record,
+    BatchError, BatchView, HEADER_SIZE, Header, LogState, RecordError, Tables, event_ids,
+    inspect_batch, parse_record,
 };
 use crate::index::{Index, Location};
 use crate::segment::{SegmentMeta, Window};
@@ -462,6 +462,8 @@ impl Scanner {
                 offset: offset32,
             },
         );
+        let ids = event_ids(record.payload).expect("a batch inspect_batch took");
+        self.index.remember_ids(batch.stream, &ids);
         self.offsets.push(offset32);
         self.next_seq += 1;
         self.records += 1;

@@ -8,13 +8,29 @@
 //! | 0 | 2 | `stream_len`, u16 |
 //! | 2 | `stream_len` | `stream`, UTF-8 |
 //! | 2 + `stream_len` | 8 | `first_version`, u64: the version of the first event, >= 1 |
-//! | 10 + `stream_len` | 4 | `count`, u32: events in the batch, >= 1 |
+//! | 10 + `stream_len` | 4 | `count`, u32: events in the batch, >= 1; its top bit (`EXTRAS_FLAG`) set: each event has extras |
 //! | 14 + `stream_len` | ... | `count` events, each: |
 //! | +0 | 2 | `type_len`, u16 |
 //! | +2 | `type_len` | `type`, UTF-8 |
 //! | +2 + `type_len` | 8 | `at`, i64: unix time in nanoseconds (negative before 1970) |
 //! | +10 + `type_len` | 4 | `data_len`, u32 |
 //! | +14 + `type_len` | `data_len` | `data`, opaque bytes |
+//!
+//! Where some event of the batch carries an id, metadata or a content type
+//! ([`Event::with_id`], ...), `count`'s top bit is set and every event's
+//! data is followed by its extras; a batch with none is encoded exactly as
+//! before extras existed (the golden bytes stand):
+//!
+//! | extras field | size | present |
+//! |---|---|---|
+//! | `extras`, u8 | 1 | always: bit 0 id, bit 1 metadata, bit 2 content type; other bits 0 |
+//! | `id` | 16 | bit 0 |
+//! | `metadata_len`, u32, then `metadata` | 4 + `metadata_len` | bit 1; `metadata_len` >= 1 |
+//! | `content_type_len`, u16, then `content_type`, UTF-8 | 2 + `content_type_len` | bit 2 |
+//!
+//! Only the encoder's own form decodes: the top bit set with no event's
+//! extras, or empty metadata present, is refused, so that every batch
+//! decodes and encodes back to its own bytes.
 //!
 //! A name (the stream, a type) moves every field after it, so those
 //! fields' places are named from the name's end (`FIRST_VERSION_AFTER_STREAM`,
@@ -23,7 +39,15 @@
 
 use std::fmt;
 
-use super::{put_field, u16_at, u32_at, u64_at};
+mod decode;
+
+use super::event::Extras;
+pub use super::event::{EVENT_ID_BYTES, Event};
+use super::{put_field, u16_at};
+#[cfg(test)]
+use super::{u32_at, u64_at};
+pub use decode::{BatchView, decode_batch, inspect_batch};
+pub(crate) use decode::{decode_batch_where, event_ids};
 
 /// Longest stream name or event type, in bytes (a `u16` length on disk).
 pub const MAX_NAME_BYTES: usize = u16::MAX as usize;
@@ -62,6 +86,14 @@ pub(super) const EVENT_FIXED_BYTES: usize = TYPE_AT + DATA_AFTER_TYPE;
 const _: () = assert!(TYPE_LEN_AT == 0 && TYPE_AT == 2);
 const _: () = assert!(DATA_LEN_AFTER_TYPE == 8 && DATA_AFTER_TYPE == 12);
 const _: () = assert!(EVENT_FIXED_BYTES == 14);
+
+/// `count`'s top bit: every event of the batch is followed by its extras.
+const EXTRAS_FLAG: u32 = 1 << 31;
+/// The bits of an event's `extras` byte, each naming a field that follows.
+const HAS_ID: u8 = 1 << 0;
+const HAS_METADATA: u8 = 1 << 1;
+const HAS_CONTENT_TYPE: u8 = 1 << 2;
+const EXTRAS_KNOWN: u8 = HAS_ID | HAS_METADATA | HAS_CONTENT_TYPE;
 
 /// Where `first_version` sits in a batch whose stream name is `stream_len`
 /// bytes.
@@ -111,34 +143,6 @@ pub(crate) fn set_first_version(payload: &mut [u8], first_version: u64) {
     put_field(payload, at, first_version.to_le_bytes());
 }
 
-/// One event of a stream.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Event {
-    /// The stream it belongs to; set by `append`.
-    pub stream: String,
-    /// 1-based, dense per stream; set by `append`.
-    pub version: u64,
-    /// What kind of event this is (at most 65535 bytes of UTF-8).
-    pub event_type: String,
-    /// The event's bytes, opaque to the log.
-    pub data: Vec<u8>,
-    /// Unix time in nanoseconds; set by `append` from `Options::now`.
-    pub at: i64,
-}
-
-impl Event {
-    /// An event to append: stream, version and time are set by `append`.
-    pub fn new(event_type: impl Into<String>, data: impl Into<Vec<u8>>) -> Event {
-        Event {
-            stream: String::new(),
-            version: 0,
-            event_type: event_type.into(),
-            data: data.into(),
-            at: 0,
-        }
-    }
-}
-
 /// A decoded record payload: the events of one append.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Batch {
@@ -181,6 +185,21 @@ pub enum BatchError {
         /// How many bytes follow it.
         extra: usize,
     },
+    /// An event's `extras` byte names fields this version does not know.
+    UnknownExtras {
+        /// Offset of that byte in the payload.
+        offset: usize,
+        /// Its value.
+        flags: u8,
+    },
+    /// A field is encoded other than the encoder writes it (extras flagged
+    /// on a batch none of whose events has any, empty metadata present).
+    NotCanonical {
+        /// The field.
+        field: &'static str,
+        /// Offset of that field in the payload.
+        offset: usize,
+    },
 }
 
 impl fmt::Display for BatchError {
@@ -207,6 +226,14 @@ impl fmt::Display for BatchError {
                     "batch has {extra} trailing bytes after its last event at payload offset {offset}"
                 )
             }
+            BatchError::UnknownExtras { offset, flags } => write!(
+                f,
+                "batch has an event's extras {flags:#04x} at payload offset {offset}, naming fields this version does not know"
+            ),
+            BatchError::NotCanonical { field, offset } => write!(
+                f,
+                "batch has {field} at payload offset {offset} encoded other than its encoder writes it"
+            ),
         }
     }
 }
@@ -216,13 +243,41 @@ impl std::error::Error for BatchError {}
 /// The payload bytes `encode_batch` produces for these names and events,
 /// computed without encoding. Saturates instead of overflowing.
 pub fn batch_encoded_len(stream: &str, events: &[Event]) -> u64 {
+    let extended = has_extras(events);
     events
         .iter()
         .fold((BATCH_FIXED_BYTES + stream.len()) as u64, |total, event| {
+            let extras = if extended {
+                extras_len(event.extras())
+            } else {
+                0
+            };
             total.saturating_add(
-                (EVENT_FIXED_BYTES + event.event_type.len()) as u64 + event.data.len() as u64,
+                (EVENT_FIXED_BYTES + event.event_type.len()) as u64
+                    + event.data.len() as u64
+                    + extras,
             )
         })
+}
+
+/// Whether the batch of `events` carries extras (every event then has an
+/// `extras` byte).
+fn has_extras(events: &[Event]) -> bool {
+    events.iter().any(|event| !event.extras().is_empty())
+}
+
+/// The bytes an event's extras take in a batch that has them.
+fn extras_len(extras: &Extras) -> u64 {
+    let id = extras.id.map_or(0, |id| id.len());
+    let metadata = match extras.metadata.len() {
+        0 => 0,
+        len => size_of::<u32>() as u64 + len as u64,
+    };
+    let content_type = extras
+        .content_type
+        .as_ref()
+        .map_or(0, |content_type| NAME_LEN_BYTES + content_type.len());
+    (1 + id + content_type) as u64 + metadata
 }
 
 /// Encodes the events of one append to `stream`, the first at version
@@ -271,8 +326,13 @@ fn encode_events(
     debug_assert_eq!(out.len() - start, first_version_at(stream.len()));
     out.extend_from_slice(&first_version.to_le_bytes());
     debug_assert_eq!(out.len() - start, count_at(stream.len()));
-    let count = u32::try_from(events.len()).expect("more than u32::MAX events in one batch");
-    out.extend_from_slice(&count.to_le_bytes());
+    let count = u32::try_from(events.len())
+        .ok()
+        .filter(|&count| count < EXTRAS_FLAG)
+        .expect("2^31 events or more in one batch");
+    let extended = has_extras(events);
+    let flagged = if extended { count | EXTRAS_FLAG } else { count };
+    out.extend_from_slice(&flagged.to_le_bytes());
     debug_assert_eq!(out.len() - start, events_at(stream.len()));
     for event in events {
         let event_at = out.len() - start;
@@ -285,6 +345,32 @@ fn encode_events(
         out.extend_from_slice(&data_len.to_le_bytes());
         debug_assert_eq!(out.len() - start, data_at);
         out.extend_from_slice(&event.data);
+        if extended {
+            put_extras(out, event.extras());
+        }
+    }
+}
+
+fn put_extras(out: &mut Vec<u8>, extras: &Extras) {
+    let flags = extras.id.map_or(0, |_| HAS_ID)
+        | if extras.metadata.is_empty() {
+            0
+        } else {
+            HAS_METADATA
+        }
+        | extras.content_type.as_ref().map_or(0, |_| HAS_CONTENT_TYPE);
+    out.push(flags);
+    if let Some(id) = extras.id {
+        out.extend_from_slice(&id);
+    }
+    if !extras.metadata.is_empty() {
+        let len =
+            u32::try_from(extras.metadata.len()).expect("metadata longer than u32::MAX bytes");
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(&extras.metadata);
+    }
+    if let Some(content_type) = &extras.content_type {
+        put_name(out, content_type, "content type");
     }
 }
 
@@ -297,212 +383,6 @@ fn put_name(out: &mut Vec<u8>, name: &str, what: &str) {
     };
     out.extend_from_slice(&len.to_le_bytes());
     out.extend_from_slice(name.as_bytes());
-}
-
-/// Decodes a record payload into a batch. Rejects, never panics on: a field
-/// or length that runs past the end, invalid UTF-8, a count of 0, a first
-/// version of 0, versions that overflow, and bytes after the last event.
-pub fn decode_batch(payload: &[u8]) -> Result<Batch, BatchError> {
-    let (head, mut event_at) = read_head(payload)?;
-    let mut events = Vec::with_capacity(head.count as usize);
-    for index in 0..u64::from(head.count) {
-        let (event, next_at) = read_event(payload, event_at)?;
-        events.push(Event {
-            stream: head.stream.to_owned(),
-            version: head.first_version + index,
-            event_type: event.event_type.to_owned(),
-            data: event.data.to_vec(),
-            at: event.at,
-        });
-        event_at = next_at;
-    }
-    check_end(payload, event_at)?;
-    Ok(Batch {
-        stream: head.stream.to_owned(),
-        first_version: head.first_version,
-        events,
-    })
-}
-
-/// A record's batch with only the events `keep` accepts (given each one's
-/// version, type and time) copied out, or `None` if `keep_stream` refuses
-/// its stream: a reader that filters pays for the data it returns, not for
-/// the data it skips. The payload is a CRC-checked record's, whose batch
-/// was checked before it was written and at recovery; every field read is
-/// still bounds-checked.
-pub(crate) fn decode_batch_where(
-    payload: &[u8],
-    keep_stream: impl FnOnce(&str) -> bool,
-    keep: impl Fn(u64, &str, i64) -> bool,
-) -> Result<Option<Batch>, BatchError> {
-    let (head, mut event_at) = read_head(payload)?;
-    if !keep_stream(head.stream) {
-        return Ok(None);
-    }
-    let mut events = Vec::new();
-    for index in 0..u64::from(head.count) {
-        let (event, next_at) = read_event(payload, event_at)?;
-        let version = head.first_version + index;
-        if keep(version, event.event_type, event.at) {
-            events.push(Event {
-                stream: head.stream.to_owned(),
-                version,
-                event_type: event.event_type.to_owned(),
-                data: event.data.to_vec(),
-                at: event.at,
-            });
-        }
-        event_at = next_at;
-    }
-    check_end(payload, event_at)?;
-    Ok(Some(Batch {
-        stream: head.stream.to_owned(),
-        first_version: head.first_version,
-        events,
-    }))
-}
-
-/// What recovery needs of a batch, borrowed from the payload.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BatchView<'a> {
-    /// The stream all events belong to.
-    pub stream: &'a str,
-    /// The version of the first event.
-    pub first_version: u64,
-    /// How many events the batch holds (at least 1).
-    pub count: u32,
-}
-
-/// Checks a payload exactly as [`decode_batch`] does, without copying any
-/// event: recovery validates every record this way at scan speed.
-pub fn inspect_batch(payload: &[u8]) -> Result<BatchView<'_>, BatchError> {
-    let (head, mut event_at) = read_head(payload)?;
-    for _ in 0..head.count {
-        event_at = read_event(payload, event_at)?.1;
-    }
-    check_end(payload, event_at)?;
-    Ok(head)
-}
-
-/// The fixed part of the batch in `payload`, checked: its stream, first
-/// version and count, and where its first event starts.
-fn read_head(payload: &[u8]) -> Result<(BatchView<'_>, usize), BatchError> {
-    let stream = read_name(payload, STREAM_LEN_AT, "stream name")?;
-    let first_version = read_u64(payload, first_version_at(stream.len()), "first_version")?;
-    let count = read_u32(payload, count_at(stream.len()), "count")?;
-    check_versions(first_version, count)?;
-    let event_at = events_at(stream.len());
-    check_count_fits(payload, event_at, count)?;
-    let head = BatchView {
-        stream,
-        first_version,
-        count,
-    };
-    Ok((head, event_at))
-}
-
-/// One event of a batch, borrowed from the payload.
-struct EventView<'a> {
-    event_type: &'a str,
-    at: i64,
-    data: &'a [u8],
-}
-
-/// The event at `event_at` of `payload`, and where the next one starts.
-fn read_event(payload: &[u8], event_at: usize) -> Result<(EventView<'_>, usize), BatchError> {
-    let event_type = read_name(payload, event_at + TYPE_LEN_AT, "event type")?;
-    let (time_at, data_len_at, data_at) = event_fields_at(event_at, event_type.len());
-    let at = read_u64(payload, time_at, "at")? as i64;
-    let data_len = read_u32(payload, data_len_at, "data length")? as usize;
-    let data = read_bytes(payload, data_at, data_len, "data")?;
-    let event = EventView {
-        event_type,
-        at,
-        data,
-    };
-    Ok((event, data_at + data_len))
-}
-
-/// The last event ends at `end`: the payload must too.
-fn check_end(payload: &[u8], end: usize) -> Result<(), BatchError> {
-    match payload.len() - end {
-        0 => Ok(()),
-        extra => Err(BatchError::TrailingBytes { offset: end, extra }),
-    }
-}
-
-/// Every event takes at least EVENT_FIXED_BYTES, so a count the bytes
-/// from `event_at` cannot hold is rejected before it sizes an allocation
-/// (and with the same error from `decode_batch` and `inspect_batch`).
-fn check_count_fits(payload: &[u8], event_at: usize, count: u32) -> Result<(), BatchError> {
-    let remaining = payload.len() - event_at;
-    if u64::from(count) > (remaining / EVENT_FIXED_BYTES) as u64 {
-        return Err(BatchError::Truncated {
-            field: "events",
-            offset: event_at,
-        });
-    }
-    Ok(())
-}
-
-fn check_versions(first_version: u64, count: u32) -> Result<(), BatchError> {
-    if count == 0 {
-        return Err(BatchError::EmptyBatch);
-    }
-    if first_version == 0 {
-        return Err(BatchError::ZeroVersion);
-    }
-    if first_version.checked_add(u64::from(count) - 1).is_none() {
-        return Err(BatchError::VersionOverflow);
-    }
-    Ok(())
-}
-
-// The batch's readers: each reads one field at its offset, bounds-checked
-// against what the payload holds, and names the field when it runs past
-// the end.
-
-fn read_u32(payload: &[u8], at: usize, field: &'static str) -> Result<u32, BatchError> {
-    u32_at(payload, at).ok_or(BatchError::Truncated { field, offset: at })
-}
-
-fn read_u64(payload: &[u8], at: usize, field: &'static str) -> Result<u64, BatchError> {
-    u64_at(payload, at).ok_or(BatchError::Truncated { field, offset: at })
-}
-
-/// The `len` bytes at `at`, compared against what remains (never by adding
-/// `at + len`, which a damaged length could overflow).
-fn read_bytes<'a>(
-    payload: &'a [u8],
-    at: usize,
-    len: usize,
-    field: &'static str,
-) -> Result<&'a [u8], BatchError> {
-    payload
-        .get(at..)
-        .and_then(|rest| rest.get(..len))
-        .ok_or(BatchError::Truncated { field, offset: at })
-}
-
-/// A name (the stream, a type) whose length field is at `len_at`: a name
-/// that runs past the end is reported at its length field, invalid UTF-8
-/// at its first byte.
-fn read_name<'a>(
-    payload: &'a [u8],
-    len_at: usize,
-    field: &'static str,
-) -> Result<&'a str, BatchError> {
-    let truncated = || BatchError::Truncated {
-        field,
-        offset: len_at,
-    };
-    let len = u16_at(payload, len_at).ok_or_else(truncated)?;
-    let name_at = len_at + NAME_LEN_BYTES;
-    let bytes = read_bytes(payload, name_at, usize::from(len), field).map_err(|_| truncated())?;
-    std::str::from_utf8(bytes).map_err(|_| BatchError::InvalidUtf8 {
-        field,
-        offset: name_at,
-    })
 }
 
 #[cfg(test)]
@@ -531,7 +411,7 @@ mod tests {
             format!("| +{data_len_at} + `type_len` | {u32_bytes} | `data_len`, u32 |"),
             format!("| +{data_at} + `type_len` | `data_len` | `data`, opaque bytes |"),
         ];
-        crate::format::tests::documented(include_str!("batch.rs"), &rows);
+        crate::format::tests::documented(include_str!("mod.rs"), &rows);
     }
 
     /// The layout's functions place FORMAT.md's golden batch field by field.
