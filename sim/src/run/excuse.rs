@@ -263,7 +263,12 @@ fn misdirected_copy_gone(first: &Placed, model: &Model, evidence: &Evidence<'_>)
             let copy = encoded.and_then(|encoded| read.get(copy_at..copy_at + encoded.len()));
             return !matches!((copy, encoded), (Some(copy), Some(encoded)) if bits_apart(copy, encoded) <= 1);
         }
-        overlaps(&landed, &first.bytes()) && !holds_a_record_from(read, &landed, first.seq)
+        // Recovery looks for later records only from the damage on: a
+        // copy that starts inside the last record it kept (whose bytes
+        // under the copy happened to be the copy's own, seed 34597) is
+        // no evidence it can see.
+        let visible = landed.start.max(first.offset)..landed.end;
+        overlaps(&landed, &first.bytes()) && !holds_a_record_from(read, &visible, first.seq)
     })
 }
 
