@@ -439,6 +439,10 @@ impl Segments<'_> {
     /// a duplicated write put its copy over zeros (those bytes are the
     /// disk's garbage; any other byte is the log's).
     fn is_zero_tail(&self, bytes: &[u8], offset: usize) -> bool {
+        if self.copies.is_empty() {
+            // The common case, a preallocated tail, compared as a slice.
+            return bytes[offset..].iter().all(|&byte| byte == 0);
+        }
         let copied = |at: usize| (self.copies.iter()).any(|copy| copy.contains(&(at as u64)));
         (bytes[offset..].iter().enumerate())
             .all(|(index, &byte)| byte == 0 || copied(offset + index))

@@ -38,7 +38,10 @@ impl Disk {
     fn resolve_dirs(&mut self) {
         let weight = self.weights[FaultKind::LostDirEntry.index()];
         for dir_path in std::mem::take(&mut self.dirty_dirs) {
-            let mut dir = self.dirs.remove(&dir_path).expect("dirty dir exists");
+            let mut dir = self
+                .dirs
+                .remove(dir_path.as_os_str())
+                .expect("dirty dir exists");
             for name in std::mem::take(&mut dir.pending) {
                 let current = dir.entries.get(&name).cloned();
                 if Node::same(current.as_ref(), dir.durable.get(&name)) {
@@ -73,7 +76,7 @@ impl Disk {
                     };
                 }
             }
-            self.dirs.insert(dir_path, dir);
+            self.dirs.insert(dir_path.into_os_string(), dir);
         }
     }
 

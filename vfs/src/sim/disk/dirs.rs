@@ -84,12 +84,20 @@ fn is_normal(path: &Path) -> bool {
     if bytes == b"/" || bytes.is_empty() {
         return true;
     }
-    !bytes.ends_with(b"/")
-        && bytes != b"."
-        && !bytes.starts_with(b"./")
-        && !bytes.ends_with(b"/.")
-        && !bytes.windows(2).any(|pair| pair == b"//")
-        && !bytes.windows(3).any(|triple| triple == b"/./")
+    if bytes.ends_with(b"/") || bytes == b"." || bytes.starts_with(b"./") || bytes.ends_with(b"/.")
+    {
+        return false;
+    }
+    // One pass, separator to separator (every name goes through here):
+    // no "//" and no "/./".
+    let mut rest = bytes;
+    while let Some(at) = rest.iter().position(|&byte| byte == b'/') {
+        rest = &rest[at + 1..];
+        if rest.first() == Some(&b'/') || rest.starts_with(b"./") {
+            return false;
+        }
+    }
+    true
 }
 
 pub(super) fn split<'p>(path: &'p Path, what: &str) -> io::Result<(&'p Path, &'p OsStr)> {
@@ -125,7 +133,7 @@ fn split_normal(path: &Path) -> Option<(&Path, &OsStr)> {
 impl Disk {
     pub(super) fn lookup(&self, path: &Path) -> Option<&Node> {
         let (parent, name) = split(path, "").ok()?;
-        self.dirs.get(parent)?.entries.get(name)
+        self.dirs.get(parent.as_os_str())?.entries.get(name)
     }
 
     pub(crate) fn open(&mut self, path: &Path, mode: OpenMode) -> io::Result<Arc<FileNode>> {
@@ -166,7 +174,7 @@ impl Disk {
     /// `sync_dir`. `what` names the call in errors.
     pub(super) fn create_file(&mut self, what: &str, path: &Path) -> io::Result<Arc<FileNode>> {
         let (parent, name) = split(path, what)?;
-        let Some(dir) = self.dirs.get_mut(parent) else {
+        let Some(dir) = self.dirs.get_mut(parent.as_os_str()) else {
             return Err(error(
                 io::ErrorKind::NotFound,
                 what,
@@ -211,7 +219,7 @@ impl Disk {
     pub(crate) fn list_dir(&mut self, dir: &Path) -> io::Result<Vec<DirEntry>> {
         let dir = normalize(dir);
         self.check_up(Call::on_path(TraceKind::ListDir, "list", &dir))?;
-        let result = match self.dirs.get(dir.as_ref()) {
+        let result = match self.dirs.get(dir.as_os_str()) {
             Some(node) => {
                 let mut entries: Vec<DirEntry> = node
                     .entries
@@ -252,12 +260,12 @@ impl Disk {
     /// together with everything else pending in its parent (PosixVfs syncs
     /// the parent after each level, which does exactly that).
     pub(super) fn create_dirs(&mut self, dir: &Path) -> io::Result<()> {
-        if self.dirs.contains_key(dir) {
+        if self.dirs.contains_key(dir.as_os_str()) {
             return Ok(());
         }
         let (parent, name) = split(dir, "create directory")?;
         self.create_dirs(parent)?;
-        let parent_dir = self.dirs.get_mut(parent).expect("parent was just created");
+        let parent_dir = (self.dirs.get_mut(parent.as_os_str())).expect("parent was just created");
         if parent_dir.entries.contains_key(name) {
             return Err(error(
                 io::ErrorKind::AlreadyExists,
@@ -270,7 +278,7 @@ impl Disk {
         parent_dir.pending.insert(name.to_owned());
         parent_dir.sync();
         self.dirty_dirs.remove(parent);
-        self.dirs.insert(dir.to_path_buf(), Dir::default());
+        self.dirs.insert(dir.as_os_str().to_owned(), Dir::default());
         Ok(())
     }
 
@@ -279,7 +287,7 @@ impl Disk {
         let call = Call::on_path(TraceKind::SyncDir, "sync directory", &dir);
         self.check_up(call)?;
         self.counted(call, |_, _| ())?;
-        if !self.dirs.contains_key(dir.as_ref()) {
+        if !self.dirs.contains_key(dir.as_os_str()) {
             let error = self.not_a_dir("sync directory", &dir);
             self.trace_call(call, false);
             return Err(error);
@@ -299,7 +307,7 @@ impl Disk {
             ));
         }
         self.dirs
-            .get_mut(dir.as_ref())
+            .get_mut(dir.as_os_str())
             .expect("checked above")
             .sync();
         self.dirty_dirs.remove(dir.as_ref());
@@ -330,7 +338,7 @@ impl Disk {
             None => return Err(not_found("remove", path)),
         };
         let (parent, name) = split(path, "remove")?;
-        let dir = self.dirs.get_mut(parent).expect("lookup found the parent");
+        let dir = (self.dirs.get_mut(parent.as_os_str())).expect("lookup found the parent");
         dir.entries.remove(name);
         dir.pending.insert(name.to_owned());
         self.dirty_dirs.insert(parent.to_path_buf());
@@ -371,7 +379,7 @@ impl Disk {
             }
         };
         let (to_parent, to_name) = split(to, what)?;
-        let Some(to_dir) = self.dirs.get(to_parent) else {
+        let Some(to_dir) = self.dirs.get(to_parent.as_os_str()) else {
             let detail = "the target's parent directory does not exist";
             return Err(error(io::ErrorKind::NotFound, what, to, detail));
         };
@@ -386,11 +394,11 @@ impl Disk {
             None => None,
         };
         let (from_parent, from_name) = split(from, what)?;
-        let from_dir = self.dirs.get_mut(from_parent).expect("lookup found it");
+        let from_dir = (self.dirs.get_mut(from_parent.as_os_str())).expect("lookup found it");
         from_dir.entries.remove(from_name);
         from_dir.pending.insert(from_name.to_owned());
         self.dirty_dirs.insert(from_parent.to_path_buf());
-        let to_dir = self.dirs.get_mut(to_parent).expect("checked above");
+        let to_dir = (self.dirs.get_mut(to_parent.as_os_str())).expect("checked above");
         to_dir
             .entries
             .insert(to_name.to_owned(), Node::File(Arc::clone(&node)));

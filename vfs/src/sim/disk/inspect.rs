@@ -115,7 +115,7 @@ impl Disk {
     pub(crate) fn durable_contents(&self, path: &Path) -> Option<Vec<u8>> {
         let path = normalize(path);
         let (parent, name) = split(&path, "").ok()?;
-        match self.dirs.get(parent)?.durable.get(name)? {
+        match self.dirs.get(parent.as_os_str())?.durable.get(name)? {
             Node::File(node) => Some(node.lock().durable_bytes().to_vec()),
             Node::Dir => None,
         }
@@ -132,7 +132,7 @@ impl Disk {
             FileData::durable(bytes),
         ));
         self.next_file_id += 1;
-        let dir = self.dirs.get_mut(parent).expect("created above");
+        let dir = (self.dirs.get_mut(parent.as_os_str())).expect("created above");
         assert!(
             !matches!(dir.entries.get(name), Some(Node::Dir)),
             "put_durable_file: {} is a directory",
@@ -153,6 +153,7 @@ impl Disk {
             .dirs
             .iter()
             .flat_map(|(dir_path, dir)| {
+                let dir_path = Path::new(dir_path);
                 dir.entries
                     .iter()
                     .filter_map(move |(name, node)| match node {
@@ -173,7 +174,10 @@ impl Disk {
     pub(crate) fn image_digest(&self) -> u128 {
         let mut hasher = ImageHasher::default();
         let mut files: BTreeMap<u64, u64> = BTreeMap::new();
-        let mut dirs: Vec<(&PathBuf, &Dir)> = self.dirs.iter().collect();
+        // In the order of paths (by component), as when they were keys.
+        let mut dirs: Vec<(&Path, &Dir)> = (self.dirs.iter())
+            .map(|(path, dir)| (Path::new(path), dir))
+            .collect();
         dirs.sort_by_key(|(path, _)| *path);
         for (dir_path, dir) in dirs {
             hasher.bytes(dir_path.as_os_str().as_encoded_bytes());

@@ -19,6 +19,7 @@ mod inspect;
 mod locks;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -140,10 +141,12 @@ pub(crate) struct Disk {
     rng: ChaCha8Rng,
     faults: FaultConfig,
     weights: [f64; FaultKind::COUNT],
-    /// Every directory by its normal path. Hashed, not ordered: looked
-    /// up in every operation on a name, and iterated only in sorted form
-    /// (`files`, `image_digest`), so no hash order reaches a run.
-    dirs: HashMap<PathBuf, Dir>,
+    /// Every directory by its normal path's bytes. Hashed, not ordered:
+    /// looked up in every operation on a name, and iterated only in sorted
+    /// form (`files`, `image_digest`), so no hash order reaches a run. Not
+    /// by `PathBuf`: a path hashes component by component, a byte at a
+    /// time, and these are normal already, so their bytes name them alike.
+    dirs: HashMap<OsString, Dir>,
     /// Files a crash may change (dirty or dropped pages, unsynced size), by
     /// creation order. A crash visits only these.
     dirty_files: BTreeMap<u64, Arc<FileNode>>,
@@ -176,8 +179,8 @@ impl Disk {
     pub(crate) fn new(seed: u64, faults: FaultConfig) -> Disk {
         let mut dirs = HashMap::new();
         // The two roots: absolute paths hang off "/", relative ones off "".
-        dirs.insert(PathBuf::from("/"), Dir::default());
-        dirs.insert(PathBuf::new(), Dir::default());
+        dirs.insert(OsString::from("/"), Dir::default());
+        dirs.insert(OsString::new(), Dir::default());
         Disk {
             rng: ChaCha8Rng::seed_from_u64(seed),
             weights: faults.weight_table(),
