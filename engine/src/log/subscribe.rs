@@ -221,6 +221,18 @@ impl Subscription {
         }
     }
 
+    /// Whether it has delivered, or passed over by its filter, every
+    /// record acknowledged so far: the moment a catch-up turns live
+    /// (KurrentDB's "caught up"). A snapshot, true after a call that found
+    /// nothing new, false again once a record is acknowledged. It reads
+    /// nothing: a record its filter will pass over counts as still to
+    /// come until a call passes over it.
+    pub fn is_caught_up(&self) -> bool {
+        self.ahead.is_empty()
+            && self.feed.changes().1 == self.truncations_seen
+            && self.feed.last_seq() < self.position.next_seq()
+    }
+
     /// The seq from which this subscription goes on: the next record it
     /// delivers has this seq or a later one (of a stream it skips).
     pub fn position(&self) -> u64 {

@@ -313,6 +313,18 @@ impl World<'_> {
             self.oracle
                 .check_delivery(&mut follower.next, &follower.filter, commit)?;
         }
+        // A take that ended on "nothing new" (not on `max` or an error)
+        // has passed everything published: the subscription must say so.
+        if error.is_none()
+            && taken.len() < max as usize
+            && (follower.subscription.as_ref())
+                .is_some_and(|subscription| !subscription.is_caught_up())
+        {
+            return Err(format!(
+                "subscriber {index} at seq {} found nothing new, but says it has not caught up",
+                follower.next
+            ));
+        }
         self.result.counters.deliveries += taken.len() as u64;
         drop(followers);
         match error {
