@@ -1,5 +1,6 @@
 //! `durlog append DIR STREAM`: every line of the input becomes one event of
-//! `STREAM` (one `Log::append` with `Expected::Any` per line), and its new
+//! `STREAM` (one `Log::append` per line, the first with the expected
+//! version asked for, `Expected::Any` by default), and its new
 //! version is printed and flushed only after that append returned, that is
 //! after the `fdatasync` covering it. A version on the output is therefore
 //! a promise: it survives a crash of this process or of the machine.
@@ -24,6 +25,24 @@ pub struct AppendArgs<'a> {
     pub stream: &'a str,
     /// The type of every event.
     pub event_type: &'a str,
+    /// What the stream's version must be before the first line. Each later
+    /// line then expects the version the one before made, unless this is
+    /// `Expected::Any`.
+    pub expected: Expected,
+}
+
+/// `--expected`'s value: a version (0 is no stream), `no-stream`, `exists`
+/// or `any`.
+pub fn parse_expected(text: &str) -> Result<Expected, String> {
+    match text {
+        "any" => Ok(Expected::Any),
+        "no-stream" => Ok(Expected::NoStream),
+        "exists" => Ok(Expected::StreamExists),
+        _ => text
+            .parse()
+            .map(Expected::Exact)
+            .map_err(|_| format!("{text:?} is not a version: a number, no-stream, exists or any")),
+    }
 }
 
 /// Opens the log in `args.dir` (recovering it) and appends every line of
@@ -42,6 +61,7 @@ pub fn run(
     let log = open_writer(args.dir, options, "append", notes)?;
     let mut line = Vec::new();
     let mut appended = 0;
+    let mut expected = args.expected;
     loop {
         line.clear();
         if input
@@ -56,9 +76,12 @@ pub fn run(
         }
         let event = Event::new(args.event_type, &line[..]);
         let version = log
-            .append(args.stream, Expected::Any, std::slice::from_ref(&event))
+            .append(args.stream, expected, std::slice::from_ref(&event))
             .map_err(|error| CliError::log(args.dir, error))?;
         appended += 1;
+        if expected != Expected::Any {
+            expected = Expected::Exact(version);
+        }
         // Printed only now: the append returned, so the event is durable.
         writeln!(output, "{version}")
             .and_then(|()| output.flush())

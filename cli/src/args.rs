@@ -35,7 +35,8 @@ pub enum Command {
     ///
     /// A line is the bytes up to a line feed (not included; a carriage
     /// return is kept), any bytes at all. Each line is its own append
-    /// (expected version: any), and its version is printed on its own line
+    /// (expected version: `--expected` for the first, then the version the
+    /// line before made), and its version is printed on its own line
     /// and flushed only after the append returned, that is after the
     /// fdatasync that covers it: a printed version survives a crash. The
     /// directory is created if missing; a torn tail left by a crash is
@@ -48,6 +49,12 @@ pub enum Command {
         /// The type of every event.
         #[arg(long = "type", value_name = "T", default_value = DEFAULT_EVENT_TYPE)]
         event_type: String,
+        /// The version STREAM must be at before the first line: a number
+        /// (0: no stream yet), `no-stream`, `exists` or `any`. On a
+        /// mismatch nothing is appended and the command fails naming the
+        /// stream's version; each later line must follow the one before.
+        #[arg(long, value_name = "V", default_value = "any", value_parser = crate::append::parse_expected)]
+        expected: durlog::Expected,
         /// Size limit of a segment file in bytes; 0 means the default (64 MiB).
         #[arg(long, value_name = "BYTES", default_value_t = 0)]
         segment_bytes: u64,

@@ -47,12 +47,14 @@ fn main() -> ExitCode {
             dir,
             stream,
             event_type,
+            expected,
             segment_bytes,
         } => {
             let args = AppendArgs {
                 dir,
                 stream,
                 event_type,
+                expected: *expected,
             };
             let options = Options {
                 segment_bytes: *segment_bytes,

@@ -886,3 +886,56 @@ fn a_killed_consumer_replays_at_most_one_page() {
         },
     );
 }
+
+/// `append --expected`: the stream must be at that version before the
+/// first line, and a mismatch appends nothing and names the version the
+/// stream is at (two shell scripts appending the same lines at the same
+/// expected version: one wins, the other fails and writes nothing).
+#[test]
+fn append_checks_the_expected_version() {
+    let temp = tempfile::tempdir().expect("tempdir");
+    let dir = temp.path().join("log");
+    let path = dir.to_str().expect("utf-8 path");
+    let with_expected = |stream: &str, expected: &str, input: &[u8]| {
+        let args = ["append", path, stream, "--expected", expected];
+        unlocked(|| run_with_input(args, input), |output| is_locked(output))
+    };
+    let first = with_expected("account-1", "no-stream", b"opened\ndeposited 100\n");
+    assert_eq!(exit_code(&first), 0, "{}", common::stderr(&first));
+    assert_eq!(stdout(&first), "1\n2\n");
+    // The same deposit by a second writer that also read version 1.
+    let second = with_expected("account-1", "1", b"deposited 100\n");
+    assert_one_line_error(
+        &second,
+        1,
+        &["account-1", "expected version 1", "at version 2"],
+    );
+    assert_eq!(stdout(&second), "");
+    let third = with_expected("account-1", "2", b"deposited 100\nwithdrew 50\n");
+    assert_eq!(exit_code(&third), 0, "{}", common::stderr(&third));
+    assert_eq!(stdout(&third), "3\n4\n");
+    let missing = with_expected("account-2", "exists", b"deposited 1\n");
+    assert_one_line_error(&missing, 1, &["account-2", "at version 0"]);
+    let log = Log::open_with_vfs(PosixVfs, &dir, Options::default()).expect("open");
+    let data: Vec<Vec<u8>> = (log.read("account-1", 1, usize::MAX).expect("read").iter())
+        .map(|event| event.data.clone())
+        .collect();
+    assert_eq!(
+        data,
+        [
+            &b"opened"[..],
+            b"deposited 100",
+            b"deposited 100",
+            b"withdrew 50"
+        ]
+    );
+    assert_eq!(log.version("account-2"), 0);
+    drop(log);
+    let bad = with_expected("account-1", "two", b"x\n");
+    assert_eq!(exit_code(&bad), 1);
+    assert!(
+        common::stderr(&bad).contains("not a version"),
+        "{}",
+        common::stderr(&bad)
+    );
+}

@@ -70,6 +70,7 @@ fn failpoint_child() {
         dir: Path::new(&dir),
         stream: "s",
         event_type: "line",
+        expected: durlog::Expected::Any,
     };
     let options = Options {
         failpoint: Some(failpoint),

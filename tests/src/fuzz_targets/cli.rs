@@ -142,6 +142,7 @@ fn check_append(input: &AppendInput) {
         dir: &dir,
         stream: &stream,
         event_type: &event_type,
+        expected: durlog::Expected::Any,
     };
     let options = Options {
         segment_bytes: match input.segment_bytes {
