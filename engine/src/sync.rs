@@ -3,9 +3,10 @@
 //! schedulers then run the real group commit, preparer, purges and
 //! subscribers through chosen interleavings (`engine/tests/shuttle.rs`).
 //!
-//! The mutexes carry their rank in the lock order (`Log`'s doc states it):
-//! in debug builds, taking a lock whose rank is not above every rank the
-//! thread already holds panics, naming both. A lock-order inversion is
+//! The mutexes carry their rank in the lock order (the comment above
+//! `struct Log` in log/mod.rs states it): in debug builds, taking a lock
+//! whose rank is not above every rank the thread already holds panics,
+//! naming both. A lock-order inversion is
 //! thus caught the first time its two halves run on one thread, in any
 //! test, without the unlucky schedule that deadlocks. Poisoning is ignored
 //! (`lock` never fails): a panic elsewhere cannot leave these structures

@@ -73,28 +73,49 @@ use group::{GroupCommit, Member, Published};
 use settings::Settings;
 use writer::WriterSide;
 
-/// A crash-safe, append-only, segmented event log. `Send + Sync`.
+/// A crash-safe, append-only, segmented event log. `Send + Sync`: share
+/// it between threads behind an `Arc`; appends from several threads are
+/// made durable together (group commit).
 ///
-/// # Locks
+/// ```
+/// use durlog::{Event, Expected, Log, Options};
 ///
-/// A thread holding one of these locks takes only locks ranked after it,
-/// never one before (each carries its `Rank`, and debug builds check every
-/// acquisition: `crate::sync`):
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let dir = dir.path();
+/// let log = Log::open(dir, Options::default())?;
+/// let created = Event::new("created", b"{}".to_vec());
+/// let version = log.append("order-42", Expected::NoStream, &[created])?;
+/// assert_eq!(version, 1); // durable: it survives a crash from here on
+/// let events = log.read("order-42", 1, 100)?;
+/// assert_eq!(events[0].event_type, "created");
+/// # Ok::<(), durlog::Error>(())
+/// ```
 ///
-/// 0. the lead of the group commit ([`Lead`]): not a mutex, but held by
-///    one thread across a group's I/O, a purge's or a truncation's, during
-///    which it takes `shared` again. Claimed without waiting, under
-///    `shared`; waited for with nothing held.
-/// 1. `tables_file`: the writer of the tables of stream metadata and
-///    consumer positions, held across a file's replacement.
-/// 2. `shared`: the group commit's queue and outcomes, the published state
-///    and the stats. A leader releases it for its group's I/O.
-/// 3. the writer's lock (`WriterSide::writer`, with its condition variable
-///    `wanted`): the active segment and the next segment's preparation.
-/// 4. the preparing thread's handle (`Preparer::thread`), taken under the
-///    writer's lock when a segment first gets half full.
-/// 5. leaves: `handles`, `spare_payloads` and the feed's lock. No other
-///    lock is taken while one of them is held.
+/// [`Log::open`] works on the host's file system; [`Log::open_with_vfs`]
+/// on any [`Vfs`](crate::vfs::Vfs), such as the simulated disk of the
+/// `sim` feature; [`Log::open_read_only`] takes
+/// [`PosixVfs`](crate::vfs::PosixVfs) (or any other) for a reader beside
+/// the process that writes.
+//
+// The lock order (not the user's business, so not in the docs above): a
+// thread holding one of these locks takes only locks ranked after it,
+// never one before (each carries its `Rank`, and debug builds check every
+// acquisition: `crate::sync`):
+//
+// 0. the lead of the group commit (`Lead`): not a mutex, but held by
+//    one thread across a group's I/O, a purge's or a truncation's, during
+//    which it takes `shared` again. Claimed without waiting, under
+//    `shared`; waited for with nothing held.
+// 1. `tables_file`: the writer of the tables of stream metadata and
+//    consumer positions, held across a file's replacement.
+// 2. `shared`: the group commit's queue and outcomes, the published state
+//    and the stats. A leader releases it for its group's I/O.
+// 3. the writer's lock (`WriterSide::writer`, with its condition variable
+//    `wanted`): the active segment and the next segment's preparation.
+// 4. the preparing thread's handle (`Preparer::thread`), taken under the
+//    writer's lock when a segment first gets half full.
+// 5. leaves: `handles`, `spare_payloads` and the feed's lock. No other
+//    lock is taken while one of them is held.
 pub struct Log {
     settings: Arc<Settings>,
     recovery: RecoveryReport,
