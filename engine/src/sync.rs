@@ -6,9 +6,9 @@
 //! The mutexes carry their rank in the lock order (the comment above
 //! `struct Log` in log/mod.rs states it): in debug builds, taking a lock
 //! whose rank is not above every rank the thread already holds panics,
-//! naming both. A lock-order inversion is
-//! thus caught the first time its two halves run on one thread, in any
-//! test, without the unlucky schedule that deadlocks. Poisoning is ignored
+//! naming both. A lock-order inversion is thus caught the first time its
+//! two halves run on one thread, in any test, without the unlucky
+//! schedule that deadlocks. Poisoning is ignored
 //! (`lock` never fails): a panic elsewhere cannot leave these structures
 //! half-updated in a way that matters more than refusing service, which
 //! the log's own poisoning handles.
