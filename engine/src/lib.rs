@@ -51,9 +51,9 @@ pub use format::record::{
 pub use format::state::{LogState, STATE_FILE_NAME, StateError};
 pub use format::tables::StreamMetadata;
 pub use log::{
-    Clock, Commit, DEFAULT_SEGMENT_BYTES, Deletion, FAILPOINT_AFTER_WRITE, Failpoint, Filter, Log,
-    NextSegment, Options, READ_RUN_BYTES_DEFAULT, Retention, SEGMENT_BYTES_MAX, Subscription,
-    Ticket, Tuning,
+    Clock, Commit, DEFAULT_SEGMENT_BYTES, Deletion, FAILPOINT_AFTER_WRITE, Failpoint, Filter,
+    Follower, Log, NextSegment, Options, READ_RUN_BYTES_DEFAULT, Retention, SEGMENT_BYTES_MAX,
+    Subscription, Ticket, Tuning,
 };
 pub use recovery::decide::{GROUP_BYTES_MAX, Rule};
 pub use recovery::report::{RecoveryReport, Refusal, Tail};

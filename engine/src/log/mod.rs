@@ -45,6 +45,7 @@ mod all;
 mod commit;
 mod feed;
 mod filter;
+mod follower;
 mod group;
 mod idempotent;
 mod open;
@@ -58,6 +59,7 @@ mod writer;
 
 pub use commit::Commit;
 pub use filter::Filter;
+pub use follower::Follower;
 pub use group::Ticket;
 pub use retention::Retention;
 pub use settings::{

@@ -273,7 +273,7 @@ impl Quota {
     }
 }
 
-fn system_now() -> i64 {
+pub(crate) fn system_now() -> i64 {
     let since = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();

@@ -86,17 +86,6 @@ impl Shown {
     }
 }
 
-impl StreamEntry {
-    /// Whether reads show the event at `version`, stamped `at`, of a
-    /// stream whose entry this is and whose version is `stream_version`,
-    /// the log's clock reading `now`: the rule `read`, `read_all*` and
-    /// subscriptions apply, for tools that read segment files themselves
-    /// (`durlog tail --follow`, which a writer in another process feeds).
-    pub fn shows(&self, stream_version: u64, version: u64, at: i64, now: i64) -> bool {
-        Shown::of(self, stream_version, || now).shows(version, at)
-    }
-}
-
 impl Published {
     /// What `stream`'s reads show now.
     pub(crate) fn shown(&self, stream: &str, now: impl FnOnce() -> i64) -> Shown {

@@ -1,0 +1,448 @@
+//! [`Follower`]: the records a writer in another process appends, read
+//! from the segment files themselves, for processes that share no memory
+//! with the writer (`durlog tail --follow`, a projection beside the
+//! command side).
+//!
+//! A `Log`'s own subscriptions learn of each acknowledged group from its
+//! feed; a follower has only the files. It keeps where its next record
+//! starts and, at each [`Follower::poll`], reads what follows there:
+//! every record that is whole and valid (CRC, seq, batch) is handed over,
+//! the first that is not (a write in the making, the zero tail) ends the
+//! poll. When nothing follows and a segment named for the next seq has
+//! appeared, the writer rolled, and the follower goes on there.
+//!
+//! A record is handed over once it is whole in its file, which is a moment
+//! before its writer's `fdatasync` returns: a power loss in that moment
+//! takes it back with the writer's unacknowledged records, and recovery
+//! then cuts it off (FORMAT.md, the torn-tail rule). Both processes die in
+//! that power loss; a follower that stored what it handed over elsewhere
+//! must check that store against the log when it starts again.
+//!
+//! What the writer does to the records the follower read is noticed at
+//! the next poll, from the last one it read: a purge that removed records
+//! it had not read yet is `Error::Purged` (one that removed only a
+//! segment it had read to the end goes unnoticed), and a truncation
+//! (`Log::truncate_after`) that cut the last record it read is an
+//! `Error::Corrupt` naming that record, answered to every later poll:
+//! the follower cannot tell how far back the cut went, or whether the
+//! writer appended again since. A consensus log, the one user of
+//! truncation, follows its own log through its state machine instead.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use durlog_vfs::{OpenMode, Vfs, VfsFile, read_exact_at};
+
+use crate::error::Error;
+use crate::format::file_names::{parse_segment_name, segment_name};
+use crate::format::record::{HEADER_SIZE, Header, parse_record};
+use crate::format::tables::{STREAMS_FILE_NAME, StreamEntry, decode_streams};
+
+use super::commit::Commit;
+use super::filter::{Filter, Keep};
+use super::settings::system_now;
+use super::streams::Shown;
+
+/// Bytes a poll reads at a time, unless one record needs more.
+const POLL_BYTES: u64 = 256 << 10;
+
+/// Turns of a poll's loop, at most: reads, rolls and places found again.
+const POLL_TURNS_MAX: usize = 64;
+
+/// Where the follower reads: the segment holding its next record and where
+/// that record starts (or will).
+#[derive(Clone, Copy, Debug)]
+struct Place {
+    segment_first_seq: u64,
+    offset: u64,
+}
+
+/// The last record the follower read (handed over or passed over): its
+/// segment, where it starts, and its header, read again at each poll to
+/// see that the writer did not cut it.
+#[derive(Clone, Copy, Debug)]
+struct Last {
+    segment_first_seq: u64,
+    start: u64,
+    header: [u8; HEADER_SIZE],
+}
+
+/// The records appended to the log in a directory from a seq on, read
+/// from its files as they appear (see the module doc).
+pub struct Follower<V: Vfs> {
+    vfs: V,
+    dir: PathBuf,
+    filter: Filter,
+    next_seq: u64,
+    place: Option<Place>,
+    last: Option<Last>,
+    /// Set once the records it handed over were replaced: every later
+    /// poll answers it again.
+    replaced: Option<(PathBuf, u64, String)>,
+    buf: Vec<u8>,
+}
+
+impl<V: Vfs> Follower<V> {
+    /// A follower of the log in `dir` whose first record is the one with
+    /// seq `from_seq` (0 counts as 1). It reads nothing until `poll`.
+    pub fn new(vfs: V, dir: impl AsRef<Path>, from_seq: u64) -> Follower<V> {
+        Follower {
+            vfs,
+            dir: dir.as_ref().to_path_buf(),
+            filter: Filter::all(),
+            next_seq: from_seq.max(1),
+            place: None,
+            last: None,
+            replaced: None,
+            buf: Vec::new(),
+        }
+    }
+
+    /// Only the records and events `filter` keeps, as `Log::read_all_filtered`
+    /// keeps them; with `Filter::applying_metadata`, each stream's metadata
+    /// and deletion as the writer last recorded them, read again at every
+    /// poll that found records.
+    pub fn with_filter(mut self, filter: Filter) -> Follower<V> {
+        self.filter = filter;
+        self
+    }
+
+    /// The seq of the next record it reads (those passed over by the
+    /// filter count as read).
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// The records that are whole in the files now, from `next_seq` on, in
+    /// seq order (at most about 256 KiB of them, across segments); none if
+    /// nothing new is. A record the filter keeps nothing of is passed
+    /// over. Metadata, where the filter applies it, is applied as of the
+    /// last record the poll read.
+    pub fn poll(&mut self) -> Result<Vec<Commit>, Error> {
+        if let Some((file, offset, reason)) = &self.replaced {
+            return Err(corrupt(file, *offset, reason.clone()));
+        }
+        let filter = self.filter.clone();
+        // Metadata needs each stream's newest version among every record
+        // read, also those the filter passes over: it filters after.
+        let read_all = Filter::all();
+        let keep = Keep::unshown(match filter.applies_metadata() {
+            true => &read_all,
+            false => &filter,
+        });
+        let mut commits = Vec::new();
+        let mut budget = POLL_BYTES;
+        // Bounded all the same: each turn reads records, moves to the next
+        // segment, or finds its place again after a purge.
+        for _ in 0..POLL_TURNS_MAX {
+            if self.place.is_none() {
+                self.place = self.locate()?;
+            }
+            let Some(place) = self.place else { break };
+            let file = self.open_segment(place.segment_first_seq)?;
+            let file = match file {
+                Some(file) if self.last_intact(Some(file.as_ref()), place)? => file,
+                // What this poll read goes out first; the next finds out.
+                _ if !commits.is_empty() => break,
+                _ => {
+                    self.lost()?;
+                    continue;
+                }
+            };
+            let used = self.read_from(file.as_ref(), place, budget, &keep, &mut commits)?;
+            if used > 0 {
+                budget = budget.saturating_sub(used);
+                if budget == 0 {
+                    break;
+                }
+                continue;
+            }
+            // Nothing new here: the writer may have rolled.
+            if self.open_segment(self.next_seq)?.is_none() {
+                let Some(later) = self.later_segment(&commits)? else {
+                    break;
+                };
+                // A read the disk got wrong is no damage: once more.
+                if self.read_from(file.as_ref(), place, budget, &keep, &mut commits)? > 0 {
+                    continue;
+                }
+                return Err(self.skipped(place, later));
+            }
+            self.place = Some(Place {
+                segment_first_seq: self.next_seq,
+                offset: 0,
+            });
+        }
+        if filter.applies_metadata() && !commits.is_empty() {
+            commits = self.shown(commits, &filter)?;
+        }
+        Ok(commits)
+    }
+
+    /// Reads the records at `place` into `commits`, about `budget` bytes
+    /// of them (one whole record if it is longer); the bytes it used.
+    fn read_from(
+        &mut self,
+        file: &dyn VfsFile,
+        mut place: Place,
+        budget: u64,
+        keep: &Keep<'_>,
+        commits: &mut Vec<Commit>,
+    ) -> Result<u64, Error> {
+        let remaining = file.len()?.saturating_sub(place.offset);
+        let mut want = remaining.min(budget);
+        self.buf.resize(want as usize, 0);
+        read_exact_at(file, &mut self.buf, place.offset)?;
+        // A record longer than the budget is read whole, once it is there.
+        if let Some(len) = Header::peek(&self.buf).map(Header::record_len)
+            && len > want
+            && len <= remaining
+        {
+            want = len;
+            self.buf.resize(want as usize, 0);
+            read_exact_at(file, &mut self.buf, place.offset)?;
+        }
+        let mut at = 0;
+        while let Ok(record) = parse_record(&self.buf[at..]) {
+            let Ok(commit) = keep.commit(&record, self.next_seq) else {
+                break;
+            };
+            let header: [u8; HEADER_SIZE] = self.buf[at..at + HEADER_SIZE]
+                .try_into()
+                .expect("a parsed record has its header");
+            debug_assert_eq!(Header::from_bytes(&header).seq, self.next_seq);
+            self.last = Some(Last {
+                segment_first_seq: place.segment_first_seq,
+                start: place.offset + at as u64,
+                header,
+            });
+            commits.extend(commit);
+            at += record.len;
+            self.next_seq += 1;
+        }
+        place.offset += at as u64;
+        self.place = Some(place);
+        Ok(at as u64)
+    }
+
+    /// The first seq of a segment after `next_seq`, if this poll read
+    /// nothing and there is one: then the bytes at the follower's place
+    /// are damage, not a write in the making (a writer starts a segment
+    /// only after the records before it are durable).
+    fn later_segment(&self, commits: &[Commit]) -> Result<Option<u64>, Error> {
+        if !commits.is_empty() {
+            return Ok(None);
+        }
+        let firsts = self.segment_firsts()?;
+        Ok(firsts.into_iter().find(|&first| first > self.next_seq))
+    }
+
+    /// The error for a record at `place` that is not whole and valid while
+    /// the log goes on in the segment starting at `later`.
+    fn skipped(&self, place: Place, later: u64) -> Error {
+        corrupt(
+            &self.dir.join(segment_name(place.segment_first_seq)),
+            place.offset,
+            format!(
+                "the record with seq {} is not whole and valid here, yet the log goes on \
+                 in segment {}",
+                self.next_seq,
+                segment_name(later)
+            ),
+        )
+    }
+
+    /// Whether the last record read is still where it was, as it was:
+    /// `file` is `place`'s segment (`None` if it is gone), which holds it
+    /// unless the follower has just moved on to a new segment.
+    fn last_intact(&self, file: Option<&dyn VfsFile>, place: Place) -> Result<bool, Error> {
+        let Some(last) = self.last else {
+            return Ok(true);
+        };
+        let other;
+        let file = match file {
+            Some(file) if last.segment_first_seq == place.segment_first_seq => file,
+            _ => match self.open_segment(last.segment_first_seq)? {
+                Some(file) => {
+                    other = file;
+                    other.as_ref()
+                }
+                None => return Ok(false),
+            },
+        };
+        let mut now = [0; HEADER_SIZE];
+        match file.read_at(&mut now, last.start)? {
+            HEADER_SIZE => Ok(now == last.header),
+            _ => Ok(false),
+        }
+    }
+
+    /// The segment it reads, or the last record it read, is gone or
+    /// changed: a purge that removed a segment it had read to the end goes
+    /// on in the next; any other change of what it read is a truncation
+    /// by the writer, and the follower cannot tell how far back it cut.
+    /// Leaves `place` where the next record is (or `None`), or fails.
+    fn lost(&mut self) -> Result<(), Error> {
+        self.place = None;
+        let last = self.last;
+        let place = Place {
+            segment_first_seq: last.map_or(0, |last| last.segment_first_seq),
+            offset: 0,
+        };
+        if self.last_intact(None, place)? {
+            // The record before next_seq is still there: only the
+            // segment it was to come in is not there yet.
+            self.place = self.locate()?;
+            return Ok(());
+        }
+        let last = last.expect("last_intact holds with no last record");
+        let located = self.locate()?;
+        let gone = self.open_segment(last.segment_first_seq)?.is_none();
+        if gone && located.is_some_and(|place| place.segment_first_seq == self.next_seq) {
+            // Nothing left to vouch for: its next record starts a segment.
+            (self.place, self.last) = (located, None);
+            return Ok(());
+        }
+        let file = self.dir.join(segment_name(last.segment_first_seq));
+        let reason = format!(
+            "the record with seq {} that this follower read is no longer there as it was: \
+             the writer truncated the log (Log::truncate_after), and the follower cannot tell \
+             how far back; follow again from a seq known to be kept",
+            self.next_seq - 1
+        );
+        self.replaced = Some((file.clone(), last.start, reason.clone()));
+        Err(corrupt(&file, last.start, reason))
+    }
+
+    /// Where `next_seq` starts: in the segment with the highest first seq
+    /// at or below it, after the records before it. `None` while no
+    /// segment holds the records before it (an empty log, or one that has
+    /// not reached it yet); `Purged` if every segment starts after it.
+    fn locate(&self) -> Result<Option<Place>, Error> {
+        let firsts = self.segment_firsts()?;
+        let Some(&first) = firsts.iter().rev().find(|&&first| first <= self.next_seq) else {
+            return match firsts.first() {
+                Some(&first_seq) => Err(Error::Purged { first_seq }),
+                None => Ok(None),
+            };
+        };
+        let (seq, place, _) = self.scan(first, self.next_seq)?;
+        Ok((seq == self.next_seq).then_some(place))
+    }
+
+    /// Walks the headers of the segment starting at `first` up to the
+    /// record with seq `until`, or to the first header that is not the
+    /// next record's: the seq it stopped at, the place there, and the last
+    /// record it passed.
+    fn scan(&self, first: u64, until: u64) -> Result<(u64, Place, Option<Last>), Error> {
+        let mut place = Place {
+            segment_first_seq: first,
+            offset: 0,
+        };
+        let (mut seq, mut last) = (first, None);
+        let Some(file) = self.open_segment(first)? else {
+            return Ok((seq, place, last));
+        };
+        let len = file.len()?;
+        while seq < until && place.offset + HEADER_SIZE as u64 <= len {
+            let mut header = [0; HEADER_SIZE];
+            read_exact_at(file.as_ref(), &mut header, place.offset)?;
+            let parsed = Header::from_bytes(&header);
+            let end = place.offset + parsed.record_len();
+            // The CRC is checked when a record is read to be handed over;
+            // to walk past the ones before, the seq and length do.
+            if parsed.seq != seq || parsed.len == 0 || end > len {
+                break;
+            }
+            last = Some(Last {
+                segment_first_seq: first,
+                start: place.offset,
+                header,
+            });
+            place.offset = end;
+            seq += 1;
+        }
+        Ok((seq, place, last))
+    }
+
+    /// The first seqs of the directory's segments, in order.
+    fn segment_firsts(&self) -> Result<Vec<u64>, Error> {
+        let mut firsts: Vec<u64> = self
+            .vfs
+            .list_dir(&self.dir)?
+            .into_iter()
+            .filter_map(|entry| parse_segment_name(&entry.name))
+            .collect();
+        firsts.sort_unstable();
+        Ok(firsts)
+    }
+
+    /// The segment starting at `first`, if there is one.
+    fn open_segment(&self, first: u64) -> Result<Option<Box<dyn VfsFile>>, Error> {
+        let path = self.dir.join(segment_name(first));
+        match self.vfs.open(&path, OpenMode::ReadOnly) {
+            Ok(file) => Ok(Some(file)),
+            Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// `commits` (every record read) as `filter` keeps them, with each
+    /// stream's metadata and deletion applied as the table in the
+    /// directory holds them now. A stream's version is its newest record's
+    /// among them: the poll read nothing newer.
+    fn shown(&self, mut commits: Vec<Commit>, filter: &Filter) -> Result<Vec<Commit>, Error> {
+        let table = self.stream_table()?;
+        let mut versions: BTreeMap<String, u64> = BTreeMap::new();
+        for commit in &commits {
+            let last = commit.first_version + commit.events.len() as u64 - 1;
+            versions.insert(commit.stream.clone(), last);
+        }
+        let now = system_now();
+        commits.retain_mut(|commit| {
+            if !filter.keeps_stream(&commit.stream) {
+                return false;
+            }
+            let shown = match table.get(&commit.stream) {
+                Some(entry) => Shown::of(entry, versions[&commit.stream], || now),
+                None => Shown::ALL,
+            };
+            commit.events.retain(|event| {
+                filter.keeps_type(&event.event_type) && shown.shows(event.version, event.at)
+            });
+            !commit.events.is_empty()
+        });
+        Ok(commits)
+    }
+
+    /// The table of stream metadata and deletions (empty if the log has
+    /// none). The writer replaces it whole by a rename, so a read sees one
+    /// table or the next; a damaged one is refused, named, as `Log::open`
+    /// refuses it.
+    fn stream_table(&self) -> Result<BTreeMap<String, StreamEntry>, Error> {
+        let path = self.dir.join(STREAMS_FILE_NAME);
+        let file = match self.vfs.open(&path, OpenMode::ReadOnly) {
+            Ok(file) => file,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
+            Err(error) => return Err(error.into()),
+        };
+        let mut bytes = vec![0; file.len()? as usize];
+        read_exact_at(file.as_ref(), &mut bytes, 0)?;
+        decode_streams(&bytes).map_err(|error| {
+            corrupt(
+                &path,
+                0,
+                format!("the table of stream metadata is damaged ({error})"),
+            )
+        })
+    }
+}
+
+fn corrupt(file: &Path, offset: u64, reason: String) -> Error {
+    Error::Corrupt {
+        file: file.to_path_buf(),
+        offset,
+        reason,
+    }
+}
