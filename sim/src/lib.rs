@@ -99,6 +99,8 @@ pub const MARKS: &[(&str, &[FaultKind])] = &[
         "subscribe: records read ahead past a truncation dropped",
         &[],
     ),
+    ("follower: a segment it had read was purged", &[]),
+    ("follower: a record it read was cut", &[]),
     ("retention: a decided change poisoned by a later step", &[]),
     (
         "retention: a segment kept, its newest record unread",

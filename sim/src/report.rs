@@ -231,6 +231,11 @@ pub struct Counters {
     pub segments_prepared: u64,
     /// Records handed to subscribers, each checked.
     pub deliveries: u64,
+    /// Records handed over by followers of the files (as in another
+    /// process), each checked; and how many times one started again
+    /// after a purge, a truncation or a fault.
+    pub file_deliveries: u64,
+    pub file_follower_restarts: u64,
     /// Second openers beside the writer, each refused with the files left
     /// as they were.
     pub second_opens_refused: u64,
@@ -270,6 +275,8 @@ impl Counters {
         self.log_bytes_max = self.log_bytes_max.max(other.log_bytes_max);
         self.segments_prepared += other.segments_prepared;
         self.deliveries += other.deliveries;
+        self.file_deliveries += other.file_deliveries;
+        self.file_follower_restarts += other.file_follower_restarts;
         self.second_opens_refused += other.second_opens_refused;
         self.purges += other.purges;
         self.retention_purges += other.retention_purges;
@@ -452,6 +459,11 @@ impl Tally {
             f,
             "subscribers {} records delivered, each the next acknowledged one",
             c.deliveries
+        )?;
+        writeln!(
+            f,
+            "followers   {} records handed over from the files, each checked; {} started again",
+            c.file_deliveries, c.file_follower_restarts
         )?;
         writeln!(
             f,

@@ -6,17 +6,21 @@
 //! A `Log`'s own subscriptions learn of each acknowledged group from its
 //! feed; a follower has only the files. It keeps where its next record
 //! starts and, at each [`Follower::poll`], reads what follows there:
-//! every record that is whole and valid (CRC, seq, batch) is handed over,
-//! the first that is not (a write in the making, the zero tail) ends the
+//! every record that is whole and valid, as recovery reads it (CRC, seq,
+//! batch, and its stream's versions continued), is handed over; the
+//! first that is not (a write in the making, the zero tail) ends the
 //! poll. When nothing follows and a segment named for the next seq has
-//! appeared, the writer rolled, and the follower goes on there.
+//! appeared, the writer rolled, and the follower goes on there; if a
+//! later segment has appeared instead, the bytes where it stands are
+//! damage, and it says so, naming the file and offset.
 //!
 //! A record is handed over once it is whole in its file, which is a moment
-//! before its writer's `fdatasync` returns: a power loss in that moment
-//! takes it back with the writer's unacknowledged records, and recovery
-//! then cuts it off (FORMAT.md, the torn-tail rule). Both processes die in
-//! that power loss; a follower that stored what it handed over elsewhere
-//! must check that store against the log when it starts again.
+//! before its writer's `fdatasync` returns. A power loss in that moment
+//! takes it back with the writer's unacknowledged records (both processes
+//! die in it, and a follower that stored what it handed over elsewhere
+//! must check that store against the log when it starts again); a write
+//! or sync that fails in that moment is cut back by the writer, which the
+//! follower's next poll notices as a cut (below).
 //!
 //! What the writer does to the records the follower read is noticed at
 //! the next poll, from the last one it read: a purge that removed records
@@ -41,7 +45,7 @@ use crate::format::tables::{STREAMS_FILE_NAME, StreamEntry, decode_streams};
 
 use super::commit::Commit;
 use super::filter::{Filter, Keep};
-use super::settings::system_now;
+use super::settings::{Clock, system_now};
 use super::streams::Shown;
 
 /// Bytes a poll reads at a time, unless one record needs more.
@@ -69,7 +73,24 @@ struct Last {
 }
 
 /// The records appended to the log in a directory from a seq on, read
-/// from its files as they appear (see the module doc).
+/// from its files as they appear (see the module doc): for a process that
+/// shares no memory with the writer.
+///
+/// ```
+/// use durlog::vfs::SimVfs;
+/// use durlog::{Event, Expected, Follower, Log, Options};
+///
+/// let vfs = SimVfs::new(7);
+/// let log = Log::open_with_vfs(vfs.clone(), "/log", Options::default())?;
+/// // Elsewhere: another process, with a PosixVfs on the same directory.
+/// let mut follower = Follower::new(vfs.clone(), "/log", 1);
+/// assert!(follower.poll()?.is_empty());
+/// log.append("order-42", Expected::NoStream, &[Event::new("created", b"{}".to_vec())])?;
+/// let commits = follower.poll()?;
+/// assert_eq!((commits[0].seq, commits[0].stream.as_str()), (1, "order-42"));
+/// assert_eq!(follower.next_seq(), 2);
+/// # Ok::<(), durlog::Error>(())
+/// ```
 pub struct Follower<V: Vfs> {
     vfs: V,
     dir: PathBuf,
@@ -77,6 +98,14 @@ pub struct Follower<V: Vfs> {
     next_seq: u64,
     place: Option<Place>,
     last: Option<Last>,
+    /// The newest version of each stream it has read a record of: the
+    /// next record of a stream continues it (or is not the log's).
+    versions: BTreeMap<String, u64>,
+    /// It read from seq 1, so a stream it has not seen starts at version
+    /// 1 (were seq 1 purged, it would have answered `Purged`).
+    knows_all: bool,
+    /// The clock metadata's maximum age is read against.
+    clock: Option<Clock>,
     /// Set once the records it handed over were replaced: every later
     /// poll answers it again.
     replaced: Option<(PathBuf, u64, String)>,
@@ -94,6 +123,9 @@ impl<V: Vfs> Follower<V> {
             next_seq: from_seq.max(1),
             place: None,
             last: None,
+            versions: BTreeMap::new(),
+            knows_all: from_seq <= 1,
+            clock: None,
             replaced: None,
             buf: Vec::new(),
         }
@@ -105,6 +137,13 @@ impl<V: Vfs> Follower<V> {
     /// poll that found records.
     pub fn with_filter(mut self, filter: Filter) -> Follower<V> {
         self.filter = filter;
+        self
+    }
+
+    /// The clock a stream's maximum age is read against (the host's, in
+    /// unix nanoseconds, unless told otherwise).
+    pub fn with_clock(mut self, clock: Clock) -> Follower<V> {
+        self.clock = Some(clock);
         self
     }
 
@@ -123,14 +162,11 @@ impl<V: Vfs> Follower<V> {
         if let Some((file, offset, reason)) = &self.replaced {
             return Err(corrupt(file, *offset, reason.clone()));
         }
-        let filter = self.filter.clone();
-        // Metadata needs each stream's newest version among every record
-        // read, also those the filter passes over: it filters after.
+        // Every record is decoded whole, also those the filter passes
+        // over: each continues its stream's versions, or it is not the
+        // log's (as recovery reads it); the filter applies after.
         let read_all = Filter::all();
-        let keep = Keep::unshown(match filter.applies_metadata() {
-            true => &read_all,
-            false => &filter,
-        });
+        let keep = Keep::unshown(&read_all);
         let mut commits = Vec::new();
         let mut budget = POLL_BYTES;
         // Bounded all the same: each turn reads records, moves to the next
@@ -174,10 +210,7 @@ impl<V: Vfs> Follower<V> {
                 offset: 0,
             });
         }
-        if filter.applies_metadata() && !commits.is_empty() {
-            commits = self.shown(commits, &filter)?;
-        }
-        Ok(commits)
+        self.kept(commits)
     }
 
     /// Reads the records at `place` into `commits`, about `budget` bytes
@@ -205,9 +238,25 @@ impl<V: Vfs> Follower<V> {
         }
         let mut at = 0;
         while let Ok(record) = parse_record(&self.buf[at..]) {
-            let Ok(commit) = keep.commit(&record, self.next_seq) else {
+            let Ok(Some(commit)) = keep.commit(&record, self.next_seq) else {
                 break;
             };
+            // Versions past u64::MAX are no stream's: not the log's record.
+            let count = commit.events.len() as u64;
+            let Some(last_version) = commit.first_version.checked_add(count - 1) else {
+                break;
+            };
+            let expected = match self.versions.get(&commit.stream) {
+                Some(&version) => version.checked_add(1),
+                None => self.knows_all.then_some(1),
+            };
+            let continues = match self.versions.contains_key(&commit.stream) || self.knows_all {
+                true => expected == Some(commit.first_version),
+                false => true,
+            };
+            if !continues {
+                break;
+            }
             let header: [u8; HEADER_SIZE] = self.buf[at..at + HEADER_SIZE]
                 .try_into()
                 .expect("a parsed record has its header");
@@ -217,7 +266,8 @@ impl<V: Vfs> Follower<V> {
                 start: place.offset + at as u64,
                 header,
             });
-            commits.extend(commit);
+            self.versions.insert(commit.stream.clone(), last_version);
+            commits.push(commit);
             at += record.len;
             self.next_seq += 1;
         }
@@ -301,6 +351,7 @@ impl<V: Vfs> Follower<V> {
         let gone = self.open_segment(last.segment_first_seq)?.is_none();
         if gone && located.is_some_and(|place| place.segment_first_seq == self.next_seq) {
             // Nothing left to vouch for: its next record starts a segment.
+            durlog_vfs::mark!("follower: a segment it had read was purged");
             (self.place, self.last) = (located, None);
             return Ok(());
         }
@@ -311,6 +362,7 @@ impl<V: Vfs> Follower<V> {
              how far back; follow again from a seq known to be kept",
             self.next_seq - 1
         );
+        durlog_vfs::mark!("follower: a record it read was cut");
         self.replaced = Some((file.clone(), last.start, reason.clone()));
         Err(corrupt(&file, last.start, reason))
     }
@@ -319,7 +371,11 @@ impl<V: Vfs> Follower<V> {
     /// at or below it, after the records before it. `None` while no
     /// segment holds the records before it (an empty log, or one that has
     /// not reached it yet); `Purged` if every segment starts after it.
-    fn locate(&self) -> Result<Option<Place>, Error> {
+    ///
+    /// A follower that has read nothing yet takes the record before
+    /// `next_seq` as its last one read: a cut under its start is a cut
+    /// under it all the same.
+    fn locate(&mut self) -> Result<Option<Place>, Error> {
         let firsts = self.segment_firsts()?;
         let Some(&first) = firsts.iter().rev().find(|&&first| first <= self.next_seq) else {
             return match firsts.first() {
@@ -327,14 +383,21 @@ impl<V: Vfs> Follower<V> {
                 None => Ok(None),
             };
         };
-        let (seq, place, _) = self.scan(first, self.next_seq)?;
-        Ok((seq == self.next_seq).then_some(place))
+        let (seq, place, last) = self.scan(first, self.next_seq)?;
+        if seq != self.next_seq {
+            return Ok(None);
+        }
+        if self.last.is_none() {
+            self.last = last;
+        }
+        Ok(Some(place))
     }
 
-    /// Walks the headers of the segment starting at `first` up to the
-    /// record with seq `until`, or to the first header that is not the
-    /// next record's: the seq it stopped at, the place there, and the last
-    /// record it passed.
+    /// Walks the records of the segment starting at `first` up to the one
+    /// with seq `until`, or to the first that is not whole and valid with
+    /// the next seq: the seq it stopped at, the place there, and the last
+    /// record it passed. Each is checked (CRC) as it is walked: a length
+    /// a read flipped would place the follower where no record starts.
     fn scan(&self, first: u64, until: u64) -> Result<(u64, Place, Option<Last>), Error> {
         let mut place = Place {
             segment_first_seq: first,
@@ -345,23 +408,42 @@ impl<V: Vfs> Follower<V> {
             return Ok((seq, place, last));
         };
         let len = file.len()?;
-        while seq < until && place.offset + HEADER_SIZE as u64 <= len {
-            let mut header = [0; HEADER_SIZE];
-            read_exact_at(file.as_ref(), &mut header, place.offset)?;
-            let parsed = Header::from_bytes(&header);
-            let end = place.offset + parsed.record_len();
-            // The CRC is checked when a record is read to be handed over;
-            // to walk past the ones before, the seq and length do.
-            if parsed.seq != seq || parsed.len == 0 || end > len {
+        let mut buf = Vec::new();
+        while seq < until && place.offset < len {
+            let remaining = len - place.offset;
+            let mut want = remaining.min(POLL_BYTES);
+            buf.resize(want as usize, 0);
+            read_exact_at(file.as_ref(), &mut buf, place.offset)?;
+            if let Some(record_len) = Header::peek(&buf).map(Header::record_len)
+                && record_len > want
+                && record_len <= remaining
+            {
+                want = record_len;
+                buf.resize(want as usize, 0);
+                read_exact_at(file.as_ref(), &mut buf, place.offset)?;
+            }
+            let mut at = 0;
+            while seq < until {
+                let Ok(record) = parse_record(&buf[at..]) else {
+                    break;
+                };
+                if record.seq != seq {
+                    break;
+                }
+                last = Some(Last {
+                    segment_first_seq: first,
+                    start: place.offset + at as u64,
+                    header: buf[at..at + HEADER_SIZE]
+                        .try_into()
+                        .expect("a parsed record has its header"),
+                });
+                at += record.len;
+                seq += 1;
+            }
+            if at == 0 {
                 break;
             }
-            last = Some(Last {
-                segment_first_seq: first,
-                start: place.offset,
-                header,
-            });
-            place.offset = end;
-            seq += 1;
+            place.offset += at as u64;
         }
         Ok((seq, place, last))
     }
@@ -388,24 +470,23 @@ impl<V: Vfs> Follower<V> {
         }
     }
 
-    /// `commits` (every record read) as `filter` keeps them, with each
-    /// stream's metadata and deletion applied as the table in the
-    /// directory holds them now. A stream's version is its newest record's
-    /// among them: the poll read nothing newer.
-    fn shown(&self, mut commits: Vec<Commit>, filter: &Filter) -> Result<Vec<Commit>, Error> {
-        let table = self.stream_table()?;
-        let mut versions: BTreeMap<String, u64> = BTreeMap::new();
-        for commit in &commits {
-            let last = commit.first_version + commit.events.len() as u64 - 1;
-            versions.insert(commit.stream.clone(), last);
-        }
-        let now = system_now();
+    /// `commits` (every record read) as the filter keeps them, with each
+    /// stream's metadata and deletion applied, if it applies them, as the
+    /// table in the directory holds them now and with the stream's
+    /// version as of the last record read.
+    fn kept(&self, mut commits: Vec<Commit>) -> Result<Vec<Commit>, Error> {
+        let filter = &self.filter;
+        let table = match filter.applies_metadata() && !commits.is_empty() {
+            true => self.stream_table()?,
+            false => BTreeMap::new(),
+        };
+        let now = self.clock.as_ref().map_or_else(system_now, |now| now());
         commits.retain_mut(|commit| {
             if !filter.keeps_stream(&commit.stream) {
                 return false;
             }
             let shown = match table.get(&commit.stream) {
-                Some(entry) => Shown::of(entry, versions[&commit.stream], || now),
+                Some(entry) => Shown::of(entry, self.versions[&commit.stream], || now),
                 None => Shown::ALL,
             };
             commit.events.retain(|event| {

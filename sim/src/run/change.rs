@@ -170,6 +170,7 @@ impl World<'_> {
             Some(true) => {
                 self.result.counters.truncations += 1;
                 super::follow::lock(&self.node.followers).truncated(seq);
+                self.node.twins.truncated(seq);
                 if !doubt {
                     check_segment_names(&self.node.vfs, &self.node.dir, self.oracle.model())
                         .map_err(|error| format!("after truncate_after({seq}): {error}"))?;

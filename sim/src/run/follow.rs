@@ -277,7 +277,8 @@ impl World<'_> {
             .log
             .as_ref()
             .expect("the log is open between actions");
-        lock(&self.node.followers).start(log, filter, from);
+        lock(&self.node.followers).start(log, filter.clone(), from);
+        self.start_twin(&filter, from);
     }
 
     /// After every step, and before a follower reads within a step: what

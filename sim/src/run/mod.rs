@@ -44,6 +44,7 @@ mod reads;
 mod reopen;
 mod stores;
 mod tables;
+mod twins;
 pub(crate) use stores::Retried;
 
 /// Where a simulated log lives. After a (rightly) refused corruption the
@@ -130,6 +131,8 @@ struct Node {
     generation: u32,
     /// Subscribers, shared with the failpoint hook.
     followers: follow::SharedFollowers,
+    /// Followers of the files, as in another process.
+    twins: twins::Twins,
 }
 
 impl Node {
@@ -168,6 +171,7 @@ impl Node {
             dir: PathBuf::from(LOG_DIR),
             generation: 0,
             followers: follow::SharedFollowers::default(),
+            twins: twins::Twins::default(),
         }
     }
 }
@@ -343,7 +347,8 @@ impl<'a> World<'a> {
                 if count == 0 {
                     return Ok(());
                 }
-                self.poll(*subscriber as usize % count, *max)
+                self.poll(*subscriber as usize % count, *max)?;
+                self.poll_twin(*subscriber as usize)
             }
             Action::Purge {
                 keep_percent,
@@ -586,6 +591,7 @@ impl<'a> World<'a> {
     fn power_loss(&mut self, point: CrashPoint, recovery: CrashSpec, bit_flip: bool) -> Check {
         self.result.count_crash(point, &self.plan.faults.enabled());
         follow::lock(&self.node.followers).drop_subscriptions();
+        self.node.twins.power_lost();
         self.node.log = None;
         self.pending.clear();
         self.busy.clear();

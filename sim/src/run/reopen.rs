@@ -69,6 +69,7 @@ impl Node {
     /// of the old one excuse nothing in it.
     fn start_over(&mut self, plan: &Plan) {
         follow::lock(&self.followers).list.clear();
+        self.twins.clear();
         self.generation += 1;
         self.dir = PathBuf::from(format!("{LOG_DIR}-{}", self.generation));
         self.max_bytes = plan.max_bytes;
@@ -101,6 +102,7 @@ impl World<'_> {
                     self.result.count_recovery(Recovery::CrashedDuringRecovery);
                     self.result
                         .count_crash(CrashPoint::Recovery, &self.plan.faults.enabled());
+                    self.node.twins.power_lost();
                     self.node.vfs.reboot();
                     if !self.goes_on_after_power_loss(CrashPoint::Recovery) {
                         return Ok(());
@@ -199,6 +201,8 @@ impl World<'_> {
             .check_reopened(&log, &evidence, limits, self.final_reopen, &self.node.clock)?;
         let floors = self.oracle.shown_floors();
         follow::lock(&self.node.followers).resume(&log, &floors);
+        let end = log.last_seq() + 1;
+        self.node.twins.resume(&self.node.vfs, &self.node.dir, end);
         self.node.log = Some(log);
         if self.plan.retry_after_reopen && !self.final_reopen {
             return self.retry(None);

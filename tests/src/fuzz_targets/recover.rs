@@ -24,7 +24,7 @@ use std::sync::Arc;
 use arbitrary::Arbitrary;
 use durlog::recovery;
 use durlog::vfs::{SimVfs, Vfs};
-use durlog::{Error, Event, Expected, Log, Options, Tail};
+use durlog::{Commit, Error, Event, Expected, Follower, Log, Options, Tail};
 
 use super::layout::{Built, DirSpec, Entry, ModelEvent};
 use super::tables::{self, TablesSpec};
@@ -161,10 +161,11 @@ pub fn check(input: &RecoverInput) {
 
     let scan = recovery::verify(&vfs, dir);
     let read_only = Log::open_read_only(vfs.clone(), dir);
+    let followed = follow(&vfs, dir);
     assert_eq!(
         snapshot(&vfs),
         before,
-        "verify or open_read_only changed the directory"
+        "verify, open_read_only or a follower changed the directory"
     );
     let options = input.options();
     let log = match Log::open_with_vfs(vfs.clone(), dir, options.clone()) {
@@ -193,6 +194,16 @@ pub fn check(input: &RecoverInput) {
         (state1.last_seq, state1.size),
         (report.last_seq, report.record_bytes),
         "the log's last seq and size are not what recovery found"
+    );
+    let history = log
+        .read_all(0, usize::MAX)
+        .expect("reading a recovered log");
+    assert!(
+        history.starts_with(&followed),
+        "a follower of the directory before Open handed over {} records that are not the \
+         recovered log's first: {followed:?} against {history:?}, recovered {:?}",
+        followed.len(),
+        log.recovery()
     );
     let read_only = read_only
         .unwrap_or_else(|error| panic!("Open succeeded where open_read_only says: {error}"));
@@ -228,6 +239,41 @@ pub fn check(input: &RecoverInput) {
         "a power loss after Open changed the log"
     );
     check_append(&vfs, &options, log, &state1);
+}
+
+/// What a `Follower` of the directory hands over from its first record,
+/// poll after poll, until a poll finds nothing or fails: cleanly, with a
+/// `Corrupt` that names a file of the log or an `Io`. A log that starts
+/// after seq 1 answers `Purged` with its first seq, once.
+fn follow(vfs: &SimVfs, dir: &Path) -> Vec<Commit> {
+    let mut follower = Follower::new(vfs.clone(), dir, 1);
+    let mut handed = Vec::new();
+    let mut restarted = false;
+    // A poll reads 256 KiB at least; the layouts are far smaller.
+    for _ in 0..64 {
+        match follower.poll() {
+            Ok(commits) if commits.is_empty() => break,
+            Ok(commits) => handed.extend(commits),
+            Err(Error::Purged { first_seq }) if !restarted && handed.is_empty() => {
+                restarted = true;
+                follower = Follower::new(vfs.clone(), dir, first_seq);
+            }
+            Err(Error::Corrupt { file, .. }) => {
+                assert!(file.starts_with(dir), "a follower names {}", file.display());
+                break;
+            }
+            Err(Error::Io(_)) => break,
+            Err(error) => panic!("a follower of the directory failed with {error:?}"),
+        }
+    }
+    for pair in handed.windows(2) {
+        assert_eq!(
+            pair[0].seq + 1,
+            pair[1].seq,
+            "a follower skipped or repeated a seq"
+        );
+    }
+    handed
 }
 
 /// Open refused: cleanly, in agreement with the scan, touching nothing.

@@ -1,0 +1,228 @@
+//! Followers in another process: beside every other subscriber that reads
+//! `$all` as history, a `durlog::Follower` on the same simulated disk,
+//! sharing no memory with the log, from the same seq. It polls the files
+//! when its subscriber is polled, between steps (no group is then in
+//! flight, so the files hold only what was acknowledged, or what recovery
+//! kept); the oracle checks each record it hands over as it checks a
+//! subscriber's (`Oracle::check_delivery`). It lives through a restart of
+//! the writer's process, dies with a power loss and starts again after
+//! the reopen where it was (or at the end of the log, if recovery lost
+//! what it had read: an excused loss).
+//!
+//! What it may answer: `Purged` only when its next record was purged (it
+//! starts again at the first seq kept); the refusal of a truncation that
+//! cut records it read only when one did (it starts again after the last
+//! seq kept); any other error only for a fault the disk injected.
+//! Where the run's disk neither fails nor flips reads and damages nothing
+//! at rest, a poll that finds nothing has read every acknowledged record.
+
+use std::path::Path;
+
+use durlog::vfs::FaultKind;
+use durlog::{Commit, Error, Follower};
+use durlog_vfs::SimVfs;
+
+use super::World;
+use super::excuse::Evidence;
+use super::follow::SubFilter;
+use super::oracle::Check;
+
+/// The most twins a run keeps: a new one replaces the oldest.
+const TWINS_MAX: usize = 3;
+
+/// The faults that may keep a poll from reading all that is there with
+/// no error: a read that fails or flips, damage at rest or a write that
+/// lands elsewhere.
+const HIDING_FAULTS: [FaultKind; 5] = [
+    FaultKind::ReadError,
+    FaultKind::BitFlipOnRead,
+    FaultKind::BitFlipAtRest,
+    FaultKind::MisdirectedWrite,
+    FaultKind::DuplicatedWrite,
+];
+
+/// One follower in another process.
+pub(crate) struct Twin {
+    /// `None` between a power loss and the reopen that starts it again.
+    follower: Option<Follower<SimVfs>>,
+    /// The seq it must consider next.
+    next: u64,
+    filter: SubFilter,
+    /// The last seq a truncation kept, after this twin read records it
+    /// cut: its next poll may refuse.
+    cut: Option<u64>,
+}
+
+#[derive(Default)]
+pub(crate) struct Twins {
+    list: Vec<Twin>,
+}
+
+fn follower(vfs: &SimVfs, dir: &Path, filter: &SubFilter, from: u64) -> Follower<SimVfs> {
+    Follower::new(vfs.clone(), dir, from).with_filter(filter.engine_filter())
+}
+
+impl Twins {
+    /// A truncation kept seqs up to `seq`: a twin that read past it
+    /// (records it handed over or passed over) may refuse at its next poll.
+    pub(crate) fn truncated(&mut self, seq: u64) {
+        for twin in &mut self.list {
+            let read = twin.follower.as_ref().map_or(twin.next, Follower::next_seq);
+            if read > seq + 1 {
+                twin.cut = Some(twin.cut.map_or(seq, |cut| cut.min(seq)));
+            }
+        }
+    }
+
+    /// A power loss: the followers' processes die with the machine.
+    pub(crate) fn power_lost(&mut self) {
+        for twin in &mut self.list {
+            twin.follower = None;
+        }
+    }
+
+    /// The log reopened with seqs up to `end - 1`: each twin that died
+    /// starts again where it was, or at `end`; one that lived through a
+    /// restart and read past `end` saw records cut (a truncation in doubt,
+    /// or an unacknowledged tail recovery did not keep).
+    pub(crate) fn resume(&mut self, vfs: &SimVfs, dir: &Path, end: u64) {
+        for twin in &mut self.list {
+            if let Some(follower) = &twin.follower
+                && follower.next_seq() > end
+            {
+                twin.cut = Some(twin.cut.map_or(end - 1, |cut| cut.min(end - 1)));
+            }
+            if twin.follower.is_none() {
+                twin.next = twin.next.min(end);
+                twin.cut = None;
+                twin.follower = Some(follower(vfs, dir, &twin.filter, twin.next));
+            }
+        }
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.list.clear();
+    }
+}
+
+impl World<'_> {
+    /// A twin of a subscriber of `filter` from `from`, if the subscriber
+    /// reads history and is an odd one.
+    pub(super) fn start_twin(&mut self, filter: &SubFilter, from: u64) {
+        if filter.applying_metadata || self.subscribers.is_multiple_of(2) {
+            return;
+        }
+        note!(
+            self,
+            "      a follower of the files from seq {from} (twin {})",
+            self.node.twins.list.len().min(TWINS_MAX - 1)
+        );
+        let twins = &mut self.node.twins.list;
+        if twins.len() == TWINS_MAX {
+            twins.remove(0);
+        }
+        twins.push(Twin {
+            follower: Some(follower(&self.node.vfs, &self.node.dir, filter, from)),
+            next: from.max(1),
+            filter: filter.clone(),
+            cut: None,
+        });
+    }
+
+    /// Twin `index` (modulo how many there are) polls once.
+    pub(super) fn poll_twin(&mut self, index: usize) -> Check {
+        let count = self.node.twins.list.len();
+        if count == 0 || self.log().is_poisoned() {
+            return Ok(());
+        }
+        let index = index % count;
+        let mark = self.node.vfs.fault_log_len();
+        let twin = &mut self.node.twins.list[index];
+        let Some(follower) = twin.follower.as_mut() else {
+            return Ok(());
+        };
+        let polled = follower.poll();
+        note!(self, "      twin {index} polled: {}", describe(&polled));
+        match polled {
+            Ok(commits) => self.check_twin_commits(index, &commits, mark),
+            Err(error) => self.twin_error(index, error, mark),
+        }
+    }
+
+    fn check_twin_commits(&mut self, index: usize, commits: &[Commit], mark: usize) -> Check {
+        let twin = &mut self.node.twins.list[index];
+        for commit in commits {
+            self.oracle
+                .check_delivery(&mut twin.next, &twin.filter, commit)
+                .map_err(|error| format!("a follower of the files: {error}"))?;
+        }
+        // Records the filter passes over count as read: its own seq says.
+        let at = twin.follower.as_ref().map_or(0, Follower::next_seq);
+        self.result.counters.file_deliveries += commits.len() as u64;
+        let faults = self.node.vfs.fault_log_since(mark);
+        super::excuse::no_read_error_swallowed(|| format!("follower {index}'s poll"), &faults)?;
+        let end = self.oracle.model().last_seq() + 1;
+        let quiet = HIDING_FAULTS
+            .iter()
+            .all(|&kind| !self.plan.faults.is_enabled(kind));
+        if commits.is_empty() && quiet && at < end {
+            return Err(format!(
+                "a follower of the files at seq {at} found nothing new, yet the log has \
+                 acknowledged seqs up to {}",
+                end - 1
+            ));
+        }
+        Ok(())
+    }
+
+    /// A twin's error: `Purged` when its next record was purged, the
+    /// refusal of a cut when a truncation cut what it read, any other by a
+    /// fault that explains it. After any, it starts again.
+    fn twin_error(&mut self, index: usize, error: Error, mark: usize) -> Check {
+        let first = self.oracle.model().first_seq();
+        let twin = &mut self.node.twins.list[index];
+        let restart_at = match &error {
+            Error::Purged { first_seq } if *first_seq == first && twin.next < first => first,
+            Error::Corrupt { reason, .. }
+                if reason.contains("truncated the log") && twin.cut.is_some() =>
+            {
+                twin.cut.take().expect("checked") + 1
+            }
+            Error::Purged { .. } => {
+                return Err(format!(
+                    "a follower of the files at seq {} got {error}; the log keeps seqs from \
+                     {first}",
+                    twin.next
+                ));
+            }
+            _ => {
+                let faults = self.node.vfs.fault_log_since(mark);
+                let evidence = Evidence::new(&self.node.vfs, &self.node.dir);
+                self.oracle
+                    .excuse_read_error(&error, &evidence, &faults)
+                    .map_err(|why| format!("a follower of the files: {why}"))?;
+                twin.next
+            }
+        };
+        self.result.counters.file_follower_restarts += 1;
+        let twin = &mut self.node.twins.list[index];
+        twin.next = restart_at;
+        twin.follower = Some(follower(
+            &self.node.vfs,
+            &self.node.dir,
+            &twin.filter,
+            restart_at,
+        ));
+        Ok(())
+    }
+}
+
+fn describe(polled: &Result<Vec<Commit>, Error>) -> String {
+    match polled {
+        Ok(commits) => match (commits.first(), commits.last()) {
+            (Some(first), Some(last)) => format!("seqs {}..={}", first.seq, last.seq),
+            _ => "nothing new".to_owned(),
+        },
+        Err(error) => format!("{error}"),
+    }
+}
