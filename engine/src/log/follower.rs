@@ -51,8 +51,11 @@ use super::streams::Shown;
 /// Bytes a poll reads at a time, unless one record needs more.
 const POLL_BYTES: u64 = 256 << 10;
 
+/// Bytes a poll reads at a time at least (more once records fill them).
+const CHUNK_MIN: u64 = 4 << 10;
+
 /// Turns of a poll's loop, at most: reads, rolls and places found again.
-const POLL_TURNS_MAX: usize = 64;
+const POLL_TURNS_MAX: usize = 256;
 
 /// Where the follower reads: the segment holding its next record and where
 /// that record starts (or will).
@@ -110,6 +113,8 @@ pub struct Follower<V: Vfs> {
     /// poll answers it again.
     replaced: Option<(PathBuf, u64, String)>,
     buf: Vec<u8>,
+    /// Bytes the next read asks for.
+    chunk: u64,
 }
 
 impl<V: Vfs> Follower<V> {
@@ -128,6 +133,7 @@ impl<V: Vfs> Follower<V> {
             clock: None,
             replaced: None,
             buf: Vec::new(),
+            chunk: CHUNK_MIN,
         }
     }
 
@@ -169,6 +175,10 @@ impl<V: Vfs> Follower<V> {
         let keep = Keep::unshown(&read_all);
         let mut commits = Vec::new();
         let mut budget = POLL_BYTES;
+        // The segment file open in this poll, and whether the last record
+        // read was found as it was: once a poll, and after a loss.
+        let mut open: Option<(u64, Box<dyn VfsFile>)> = None;
+        let mut checked = false;
         // Bounded all the same: each turn reads records, moves to the next
         // segment, or finds its place again after a purge.
         for _ in 0..POLL_TURNS_MAX {
@@ -176,16 +186,25 @@ impl<V: Vfs> Follower<V> {
                 self.place = self.locate()?;
             }
             let Some(place) = self.place else { break };
-            let file = self.open_segment(place.segment_first_seq)?;
-            let file = match file {
-                Some(file) if self.last_intact(Some(file.as_ref()), place)? => file,
+            if open.as_ref().map(|(first, _)| *first) != Some(place.segment_first_seq) {
+                open = (self.open_segment(place.segment_first_seq)?)
+                    .map(|file| (place.segment_first_seq, file));
+            }
+            let intact = match &open {
+                Some((_, file)) => checked || self.last_intact(Some(file.as_ref()), place)?,
+                None => false,
+            };
+            let file = match &open {
+                Some((_, file)) if intact => file,
                 // What this poll read goes out first; the next finds out.
                 _ if !commits.is_empty() => break,
                 _ => {
+                    (open, checked) = (None, false);
                     self.lost()?;
                     continue;
                 }
             };
+            checked = true;
             let used = self.read_from(file.as_ref(), place, budget, &keep, &mut commits)?;
             if used > 0 {
                 budget = budget.saturating_sub(used);
@@ -195,7 +214,12 @@ impl<V: Vfs> Follower<V> {
                 continue;
             }
             // Nothing new here: the writer may have rolled.
-            if self.open_segment(self.next_seq)?.is_none() {
+            let Some(next) = self.open_segment(self.next_seq)? else {
+                // Zeros or nothing at its place: a write in the making.
+                // Other bytes are damage if the log goes on past them.
+                if self.buf.iter().all(|&byte| byte == 0) {
+                    break;
+                }
                 let Some(later) = self.later_segment(&commits)? else {
                     break;
                 };
@@ -204,11 +228,12 @@ impl<V: Vfs> Follower<V> {
                     continue;
                 }
                 return Err(self.skipped(place, later));
-            }
+            };
             self.place = Some(Place {
                 segment_first_seq: self.next_seq,
                 offset: 0,
             });
+            open = Some((self.next_seq, next));
         }
         self.kept(commits)
     }
@@ -224,7 +249,7 @@ impl<V: Vfs> Follower<V> {
         commits: &mut Vec<Commit>,
     ) -> Result<u64, Error> {
         let remaining = file.len()?.saturating_sub(place.offset);
-        let mut want = remaining.min(budget);
+        let mut want = remaining.min(budget).min(self.chunk);
         self.buf.resize(want as usize, 0);
         read_exact_at(file, &mut self.buf, place.offset)?;
         // A record longer than the budget is read whole, once it is there.
@@ -271,6 +296,9 @@ impl<V: Vfs> Follower<V> {
             at += record.len;
             self.next_seq += 1;
         }
+        // Sized for the next read: what this one used, with room to grow;
+        // an idle poll reads a few KiB of the writer's zero tail, not all.
+        self.chunk = (2 * at as u64).clamp(CHUNK_MIN, POLL_BYTES);
         place.offset += at as u64;
         self.place = Some(place);
         Ok(at as u64)
