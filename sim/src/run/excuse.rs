@@ -238,7 +238,9 @@ pub(crate) fn lost_records(
 /// writes covered it, or a cut-back or truncation took it); or landing on
 /// `first`, no valid record of what it wrote is left where it landed (cut
 /// off, or a crash lost its pages). The damage stays, its proof is gone:
-/// what is left looks like what a torn write leaves.
+/// what is left looks like what a torn write leaves. So is a copy that
+/// starts before `first`'s place: recovery, reading from there on, never
+/// sees its start.
 fn misdirected_copy_gone(first: &Placed, model: &Model, evidence: &Evidence<'_>) -> bool {
     let read: &[u8] = evidence
         .before_open
@@ -259,7 +261,15 @@ fn misdirected_copy_gone(first: &Placed, model: &Model, evidence: &Evidence<'_>)
             return false;
         }
         if meant.contains(&first.offset) {
-            let copy_at = (damage.offset + (first.offset - intended)) as usize;
+            let copy_at = damage.offset + (first.offset - intended);
+            // Its copy starts before the damage, inside the last record
+            // recovery kept (over bytes equal to its own, or recovery had
+            // not kept it): recovery looks for later records only from
+            // the damage on (seed 19983, as 34597 below).
+            if copy_at < first.offset {
+                return true;
+            }
+            let copy_at = copy_at as usize;
             let copy = encoded.and_then(|encoded| read.get(copy_at..copy_at + encoded.len()));
             return !matches!((copy, encoded), (Some(copy), Some(encoded)) if bits_apart(copy, encoded) <= 1);
         }
