@@ -30,6 +30,7 @@ mod error;
 pub mod format;
 mod index;
 mod log;
+mod position;
 pub mod recovery;
 mod segment;
 mod stats;
@@ -55,6 +56,7 @@ pub use log::{
     Follower, Log, NextSegment, Options, READ_RUN_BYTES_DEFAULT, Retention, SEGMENT_BYTES_MAX,
     Subscription, Ticket, Tuning,
 };
+pub use position::{POSITION_SLOT_BYTES, PositionFile};
 pub use recovery::decide::{GROUP_BYTES_MAX, Rule};
 pub use recovery::report::{RecoveryReport, Refusal, Tail};
 pub use stats::{Histogram, Stats};
