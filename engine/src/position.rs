@@ -207,6 +207,12 @@ fn read_slots(file: &dyn VfsFile, path: &Path) -> Result<[Option<Slot>; 2], Erro
         if at + POSITION_SLOT_BYTES <= len {
             read_exact_at(file, &mut bytes, at)?;
             *slot = decode_slot(&bytes);
+            // A slot that fails its check is read again, once: a flaky
+            // read is not damage, and would hand back an older position.
+            if slot.is_none() {
+                read_exact_at(file, &mut bytes, at)?;
+                *slot = decode_slot(&bytes);
+            }
         }
     }
     if slots.iter().all(Option::is_none) {

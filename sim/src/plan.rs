@@ -180,6 +180,10 @@ pub struct Plan {
     pub seed: u64,
     /// Seed of the simulated disk's own RNG.
     pub vfs_seed: u64,
+    /// Seed of the disk where followers of the files keep their positions
+    /// (a consumer's own disk, on the same machine: it loses power with
+    /// the log's).
+    pub consumer_disk_seed: u64,
     pub faults: FaultConfig,
     pub segment_bytes: u64,
     /// Initial quota (0 = none).
@@ -307,6 +311,7 @@ impl Plan {
         Plan {
             seed,
             vfs_seed,
+            consumer_disk_seed: parts.named("consumer-disk"),
             faults,
             segment_bytes,
             max_bytes,

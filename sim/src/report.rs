@@ -236,6 +236,9 @@ pub struct Counters {
     /// after a purge, a truncation or a fault.
     pub file_deliveries: u64,
     pub file_follower_restarts: u64,
+    /// Polls of a follower of the files after which it recorded its
+    /// position in its `PositionFile` (or tried to).
+    pub file_positions: u64,
     /// Second openers beside the writer, each refused with the files left
     /// as they were.
     pub second_opens_refused: u64,
@@ -277,6 +280,7 @@ impl Counters {
         self.deliveries += other.deliveries;
         self.file_deliveries += other.file_deliveries;
         self.file_follower_restarts += other.file_follower_restarts;
+        self.file_positions += other.file_positions;
         self.second_opens_refused += other.second_opens_refused;
         self.purges += other.purges;
         self.retention_purges += other.retention_purges;
@@ -462,8 +466,8 @@ impl Tally {
         )?;
         writeln!(
             f,
-            "followers   {} records handed over from the files, each checked; {} started again",
-            c.file_deliveries, c.file_follower_restarts
+            "followers   {} records handed over from the files, each checked; {} started again; {} positions recorded in their own files",
+            c.file_deliveries, c.file_follower_restarts, c.file_positions
         )?;
         writeln!(
             f,

@@ -242,6 +242,7 @@ impl Workload {
         Plan {
             seed: 0,
             vfs_seed: 0,
+            consumer_disk_seed: 0,
             faults: FaultConfig::none(),
             segment_bytes: SEGMENT_BYTES,
             max_bytes: QUOTA_BYTES,

@@ -72,6 +72,8 @@ mod tests {
         assert_eq!(parts.next_segment(), NEXT_SEGMENT);
         assert_eq!(parts.group_window(), GROUP_WINDOW);
         assert_eq!(parts.changes_rng().next_u64(), CHANGES_FIRST);
+        // The disk of the followers' positions.
+        assert_eq!(parts.named("consumer-disk"), CONSUMER_DISK);
         // Seed 29 is the first with a canary (README's example).
         assert_eq!(Parts::new(29).canary(1000), Some(CANARY_STEP));
         assert_eq!(parts.canary(1000), None);
@@ -83,4 +85,5 @@ mod tests {
     const GROUP_WINDOW: u64 = 0x118e_846e_a93b_c949;
     const CHANGES_FIRST: u64 = 0xf560_fd8a_17d6_9e05;
     const CANARY_STEP: usize = 796;
+    const CONSUMER_DISK: u64 = 0x7135_15ba_40ea_392c;
 }

@@ -202,7 +202,9 @@ impl World<'_> {
         let floors = self.oracle.shown_floors();
         follow::lock(&self.node.followers).resume(&log, &floors);
         let end = log.last_seq() + 1;
-        self.node.twins.resume(&self.node.vfs, &self.node.dir, end);
+        self.node
+            .twins
+            .resume(&self.node.vfs, &self.node.dir, end)?;
         self.node.log = Some(log);
         if self.plan.retry_after_reopen && !self.final_reopen {
             return self.retry(None);

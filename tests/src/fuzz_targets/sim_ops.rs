@@ -390,6 +390,7 @@ impl SimOpsInput {
         Plan {
             seed: u64::from(self.vfs_seed),
             vfs_seed: u64::from(self.vfs_seed),
+            consumer_disk_seed: u64::from(self.vfs_seed),
             faults,
             segment_bytes,
             max_bytes: self.quota.map_or(0, |quota| 256 + u64::from(quota) % 16129),
