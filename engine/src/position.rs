@@ -141,7 +141,14 @@ impl PositionFile {
     /// it); the next record writes the same slot again, so the position
     /// before stays readable until a record succeeds.
     pub fn record(&mut self, seq: u64) -> Result<(), Error> {
-        let generation = self.generation + 1;
+        // 2^64 records cannot have been made: only damage puts a slot there.
+        let Some(generation) = self.generation.checked_add(1) else {
+            return Err(Error::Corrupt {
+                file: self.path.clone(),
+                offset: 0,
+                reason: "a slot's generation is u64::MAX, which no record reaches".into(),
+            });
+        };
         let bytes = encode_slot(generation, seq);
         debug_assert_eq!(
             decode_slot(&bytes),

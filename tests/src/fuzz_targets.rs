@@ -8,7 +8,9 @@
 //!   bytes; a successful decode re-encodes to exactly the bytes consumed.
 //! - [`fuzz_state_file`]: the state file's decoder, on raw bytes (and
 //!   with their CRC made right); what decodes re-encodes to bytes that
-//!   decode to the same state.
+//!   decode to the same state. The same bytes as a consumer's position
+//!   file (`PositionFile::open`): refused exactly when no slot is valid,
+//!   else the newest slot's position.
 //! - [`fuzz_tables`]: the decoders of the tables of stream metadata and
 //!   consumer positions, on raw bytes (and with their CRC made right);
 //!   what decodes re-encodes to exactly its bytes.
@@ -166,11 +168,90 @@ const STATE_CRC_FIELD: std::ops::Range<usize> = 12..16;
 /// so each input is also tried with its CRC made right.
 pub fn fuzz_state_file(data: &[u8]) {
     check_state_file(data);
+    check_position_file(data);
     if data.len() >= STATE_CRC_FIELD.end {
         let mut fixed = data.to_vec();
         let crc = crc32c(&data[STATE_CRC_FIELD.end..]);
         fixed[STATE_CRC_FIELD].copy_from_slice(&crc.to_le_bytes());
         check_state_file(&fixed);
+    }
+    // A position file built from the bytes: two slots whose generations
+    // and seqs are bytes 0..16 and 16..32, valid but for the bit of the
+    // file that bytes 32..36 name (if any), its length cut to bytes
+    // 36..38 (if any): a mutation reaches past magic and CRC.
+    if data.len() >= 32 {
+        let mut file = Vec::new();
+        for fields in [&data[..16], &data[16..32]] {
+            let mut slot = vec![0; 4096];
+            slot[..8].copy_from_slice(b"DLPOS\x00\x00\x01");
+            slot[8..24].copy_from_slice(fields);
+            let crc = crc32c(&slot[..24]);
+            slot[24..28].copy_from_slice(&crc.to_le_bytes());
+            file.extend(slot);
+        }
+        if let Some(bit) = data.get(32..36) {
+            let bit = u32::from_le_bytes(bit.try_into().expect("4 bytes")) as usize % (8 * 8192);
+            file[bit / 8] ^= 1 << (bit % 8);
+        }
+        if let Some(len) = data.get(36..38) {
+            file.truncate(usize::from(u16::from_le_bytes([len[0], len[1]])) % 8193);
+        }
+        check_position_file(&file);
+    }
+}
+
+/// The position a slot of a position file holds, if it is valid, read
+/// here apart from the engine (FORMAT.md, "Position files"): 4096 bytes,
+/// the magic, a CRC-32C of bytes 0..24 at 24, zeros after byte 28.
+fn position_slot(bytes: &[u8]) -> Option<(u64, u64)> {
+    let slot = bytes.get(..4096)?;
+    let word = |at: usize| u64::from_le_bytes(slot[at..at + 8].try_into().expect("8 bytes"));
+    let crc = u32::from_le_bytes(slot[24..28].try_into().expect("4 bytes"));
+    let valid = slot[..8] == *b"DLPOS\x00\x00\x01"
+        && crc == crc32c(&slot[..24])
+        && slot[28..].iter().all(|&byte| byte == 0);
+    valid.then(|| (word(8), word(16)))
+}
+
+/// Feeds `data` to `PositionFile::open` as the bytes of a position file,
+/// which a consumer reads back from a disk that may have damaged it: never
+/// a panic; refused, naming the file, exactly when neither slot is valid;
+/// else the position of the valid slot with the higher generation (none
+/// at generation 0), and a position recorded then reads back after a
+/// power loss.
+fn check_position_file(data: &[u8]) {
+    let path = std::path::Path::new("/consumer/position");
+    let vfs = durlog::vfs::SimVfs::new(0);
+    durlog::vfs::Vfs::create_dir_all(&vfs, std::path::Path::new("/consumer")).expect("a directory");
+    vfs.put_durable_file(path, data);
+    let slots = [data.get(..4096), data.get(4096..)].map(|slot| slot.and_then(position_slot));
+    let newest = slots
+        .iter()
+        .flatten()
+        .max_by_key(|(generation, _)| *generation);
+    match (durlog::PositionFile::open(&vfs, path), newest) {
+        (Err(durlog::Error::Corrupt { file, .. }), None) => assert_eq!(file, path),
+        (Ok(mut file), Some(&(generation, seq))) => {
+            let want = (generation > 0).then_some(seq);
+            assert_eq!(file.position(), want, "slots {slots:?}");
+            if generation == u64::MAX {
+                assert!(matches!(file.record(7), Err(durlog::Error::Corrupt { .. })));
+                return;
+            }
+            file.record(7).expect("recording on a disk with no faults");
+            drop(file);
+            vfs.crash();
+            let again = durlog::PositionFile::open(&vfs, path).expect("reopening");
+            assert_eq!(
+                again.position(),
+                Some(7),
+                "a recorded position after a power loss"
+            );
+        }
+        (opened, newest) => panic!(
+            "PositionFile::open gave {:?} where the slots hold {newest:?}",
+            opened.map(|file| file.position())
+        ),
     }
 }
 
