@@ -178,8 +178,9 @@ fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
 }
 
 /// Creates the position file at `path` whole: a first slot with no
-/// position written and synced under a temporary name, renamed into
-/// place; then opens it. The caller syncs the directory.
+/// position and a second of zeros, written and synced under a temporary
+/// name, renamed into place; then opens it. The caller syncs the
+/// directory.
 fn create<V: Vfs + ?Sized>(vfs: &V, path: &Path) -> Result<Box<dyn VfsFile>, Error> {
     let temp = with_suffix(path, ".new");
     // One a crash left was never renamed: nobody read it.
@@ -188,7 +189,12 @@ fn create<V: Vfs + ?Sized>(vfs: &V, path: &Path) -> Result<Box<dyn VfsFile>, Err
         _ => {}
     }
     let file = vfs.open(&temp, OpenMode::CreateNew)?;
-    file.write_at(&encode_slot(0, 0), 0)?;
+    // Both slots from the start, the second all zeros: a record never
+    // grows the file, so a slot a write cut short cannot turn valid
+    // later, when a longer file would bring it into view.
+    let mut bytes = encode_slot(0, 0);
+    bytes.resize(2 * POSITION_SLOT_BYTES as usize, 0);
+    file.write_at(&bytes, 0)?;
     file.sync_data()?;
     drop(file);
     vfs.rename(&temp, path)?;

@@ -23,14 +23,16 @@
 //! follower's next poll notices as a cut (below).
 //!
 //! What the writer does to the records the follower read is noticed at
-//! the next poll, from the last one it read: a purge that removed records
-//! it had not read yet is `Error::Purged` (one that removed only a
-//! segment it had read to the end goes unnoticed), and a truncation
-//! (`Log::truncate_after`) that cut the last record it read is an
-//! `Error::Corrupt` naming that record, answered to every later poll:
-//! the follower cannot tell how far back the cut went, or whether the
-//! writer appended again since. A consensus log, the one user of
-//! truncation, follows its own log through its state machine instead.
+//! the next poll, from the last one it read and the versions of the
+//! streams it read: a purge that removed records it had not read yet is
+//! `Error::Purged` (one that removed only segments it had read to the end
+//! goes unnoticed, rightly: it had read them); a truncation
+//! (`Log::truncate_after`) that cut the last record it read, or after
+//! which the records go on from another version of a stream than the one
+//! it read, is an `Error::Corrupt` naming the record, answered to every
+//! later poll: the follower cannot tell how far back the cut went. A
+//! consensus log, the one user of truncation, follows its own log through
+//! its state machine instead.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -279,6 +281,25 @@ impl<V: Vfs> Follower<V> {
                 true => expected == Some(commit.first_version),
                 false => true,
             };
+            if !continues && at == 0 && commits.is_empty() {
+                // Whole, its CRC and seq right, yet not where the stream
+                // was: what the follower read is not the log's any more
+                // (a truncation it could not see, its segment purged since).
+                let reason = format!(
+                    "the record with seq {} continues stream {:?} at version {}, where this \
+                     follower read it up to {:?}: the writer truncated the log (Log::truncate_after) \
+                     and appended again under records it read; follow again from a seq known to \
+                     be kept",
+                    self.next_seq,
+                    commit.stream,
+                    commit.first_version,
+                    self.versions.get(&commit.stream)
+                );
+                let file = self.dir.join(segment_name(place.segment_first_seq));
+                durlog_vfs::mark!("follower: a stream's versions do not continue what it read");
+                self.replaced = Some((file.clone(), place.offset, reason.clone()));
+                return Err(corrupt(&file, place.offset, reason));
+            }
             if !continues {
                 break;
             }
@@ -376,7 +397,15 @@ impl<V: Vfs> Follower<V> {
         }
         let last = last.expect("last_intact holds with no last record");
         let located = self.locate()?;
-        let gone = self.open_segment(last.segment_first_seq)?.is_none();
+        // A purge removes the oldest segments first: one that took the
+        // segment of the last record read took every one before it. A
+        // segment left before next_seq says a truncation removed it (and
+        // the writer appended again, up to a segment named next_seq).
+        let gone = self.open_segment(last.segment_first_seq)?.is_none()
+            && self
+                .segment_firsts()?
+                .iter()
+                .all(|&first| first >= self.next_seq);
         if gone && located.is_some_and(|place| place.segment_first_seq == self.next_seq) {
             // Nothing left to vouch for: its next record starts a segment.
             durlog_vfs::mark!("follower: a segment it had read was purged");
