@@ -101,10 +101,6 @@ pub const MARKS: &[(&str, &[FaultKind])] = &[
     ),
     ("follower: a segment it had read was purged", &[]),
     ("follower: a record it read was cut", &[]),
-    (
-        "follower: a stream's versions do not continue what it read",
-        &[],
-    ),
     ("retention: a decided change poisoned by a later step", &[]),
     (
         "retention: a segment kept, its newest record unread",

@@ -296,7 +296,6 @@ impl<V: Vfs> Follower<V> {
                     self.versions.get(&commit.stream)
                 );
                 let file = self.dir.join(segment_name(place.segment_first_seq));
-                durlog_vfs::mark!("follower: a stream's versions do not continue what it read");
                 self.replaced = Some((file.clone(), place.offset, reason.clone()));
                 return Err(corrupt(&file, place.offset, reason));
             }
