@@ -37,7 +37,17 @@ pub struct RunOptions {
     /// failures are reported and reproducible.
     #[arg(long)]
     pub canary: bool,
+    /// Read every stream and the whole log back through the engine at
+    /// every reopen. Default: at one reopen in 4 (in turn, from a seeded
+    /// start), at every reopen after damage or an excused loss, and at the
+    /// last; the others read back only the records since the last full
+    /// read, and check every stream's version and the log's bounds.
+    #[arg(long)]
+    pub full_checks: bool,
 }
+
+/// Reopens per full read-back of the log, without `--full-checks`.
+pub const FULL_READS_EVERY: u32 = 4;
 
 /// One step of a workload.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -202,6 +212,11 @@ pub struct Plan {
     pub retention: Option<durlog::Retention>,
     /// Canary runs corrupt the model before this step.
     pub canary_step: Option<usize>,
+    /// The oracle reads the whole log back through the engine at one
+    /// reopen in this many (1: at each), from reopen `full_reads_first`
+    /// (counting the first open as 0); `RunOptions::full_checks`.
+    pub full_reads_every: u32,
+    pub full_reads_first: u32,
     /// The clients of appends left in doubt retry them idempotently as
     /// soon as the log is reopened (with the event-store actions).
     pub retry_after_reopen: bool,
@@ -308,6 +323,13 @@ impl Plan {
             false => 0,
         };
         let canary_step = parts.canary(steps).filter(|_| options.canary);
+        let (full_reads_every, full_reads_first) = match options.full_checks {
+            true => (1, 0),
+            false => (
+                FULL_READS_EVERY,
+                (parts.named("full-reads") % u64::from(FULL_READS_EVERY)) as u32,
+            ),
+        };
         Plan {
             seed,
             vfs_seed,
@@ -322,6 +344,8 @@ impl Plan {
             actions,
             retention,
             canary_step,
+            full_reads_every,
+            full_reads_first,
             retry_after_reopen,
             applying_metadata,
             type_names,

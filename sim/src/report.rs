@@ -222,6 +222,10 @@ pub struct Counters {
     pub io_failures: u64,
     pub crashes: u64,
     pub reopens: u64,
+    /// Reopens after which the oracle read every stream and the whole log
+    /// back through the engine (the others read back the records since
+    /// the reopen before: `RunOptions::full_checks`).
+    pub full_read_backs: u64,
     pub reads: u64,
     /// Of them, reads of the whole log through a filter (`ReadFiltered`).
     pub filtered_reads: u64,
@@ -273,6 +277,7 @@ impl Counters {
         self.io_failures += other.io_failures;
         self.crashes += other.crashes;
         self.reopens += other.reopens;
+        self.full_read_backs += other.full_read_backs;
         self.reads += other.reads;
         self.filtered_reads += other.filtered_reads;
         self.log_bytes_max = self.log_bytes_max.max(other.log_bytes_max);
@@ -450,8 +455,8 @@ impl Tally {
         )?;
         writeln!(
             f,
-            "crashes     {} power losses, {} reopens",
-            c.crashes, c.reopens
+            "crashes     {} power losses, {} reopens ({} read back whole through the engine, the others from the reopen before)",
+            c.crashes, c.reopens, c.full_read_backs
         )?;
         writeln!(f, "log size    up to {} bytes per seed", c.log_bytes_max)?;
         writeln!(

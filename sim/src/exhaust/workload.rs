@@ -252,6 +252,10 @@ impl Workload {
             prepare_every: 1,
             retention: None,
             canary_step: canary.then_some(0),
+            // Every crash state is checked in full: the explorer's
+            // states are few and each is the point.
+            full_reads_every: 1,
+            full_reads_first: 0,
             retry_after_reopen: false,
             applying_metadata: 0,
             type_names: crate::plan::TYPE_NAMES,

@@ -43,6 +43,10 @@ pub struct Model {
     size: u64,
     /// Stream metadata, deletions, consumer positions.
     pub tables: Tables,
+    /// The records through this seq have been read back through the
+    /// engine after a reopen (the oracle's bookkeeping, kept here because
+    /// a truncation lowers it: the seqs past it are used again).
+    read_back_through: u64,
 }
 
 impl Default for Model {
@@ -54,6 +58,7 @@ impl Default for Model {
             appends: Vec::new(),
             size: 0,
             tables: Tables::default(),
+            read_back_through: 0,
         }
     }
 }
@@ -186,6 +191,7 @@ impl Model {
     /// acknowledged data that a fault destroyed, where the oracle allows
     /// it. Purged records stay purged.
     pub fn truncate(&mut self, last_seq: u64) {
+        self.read_back_through = self.read_back_through.min(last_seq);
         while self
             .appends
             .last()
@@ -199,6 +205,16 @@ impl Model {
             }
             self.size -= acked.encoded.len() as u64;
         }
+    }
+
+    /// The last seq read back through the engine after a reopen.
+    pub fn read_back_through(&self) -> u64 {
+        self.read_back_through
+    }
+
+    /// Every record acknowledged so far has been read back.
+    pub fn read_back(&mut self) {
+        self.read_back_through = self.last_seq();
     }
 
     /// Every acknowledged record, in seq order, as FORMAT.md encodes it.

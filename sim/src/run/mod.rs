@@ -104,7 +104,9 @@ pub fn run_plan_on(
     // the list breaks (else every seed's log stays in memory).
     follow::lock(&world.node.followers).list.clear();
     let excused = world.oracle.excused().clone();
+    let full_read_backs = world.oracle.full_read_backs();
     let mut result = world.result;
+    result.counters.full_read_backs = full_read_backs;
     result.seed = plan.seed;
     result.excused = excused;
     result.faults = world.node.vfs.fault_counts();
@@ -202,7 +204,7 @@ impl<'a> World<'a> {
         World {
             plan,
             node: Node::new(plan, vfs),
-            oracle: Oracle::default(),
+            oracle: Oracle::reading_back(plan.full_reads_every, plan.full_reads_first),
             pending: BTreeMap::new(),
             busy: BTreeSet::new(),
             commits: 0,

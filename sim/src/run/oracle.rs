@@ -94,11 +94,32 @@ pub(crate) struct Oracle {
     /// Full checks of the log so far: each reads one stream backward, in
     /// turn (every stream at every check cost 8% of a run).
     pub(super) log_checks: usize,
+    /// The whole log is read back through the engine at one reopen in
+    /// this many (`Plan::full_reads_every`; 0 counts as 1), ...
+    full_reads_every: u32,
+    /// ... and next after this many more (0: at the next).
+    full_reads_in: u32,
+    /// Reopens after which the whole log was read back.
+    full_reads: u64,
 }
 
 impl Oracle {
+    /// An oracle that reads the whole log back at one reopen in `every`,
+    /// first at reopen `first` (the first open counting as 0).
+    pub(crate) fn reading_back(every: u32, first: u32) -> Oracle {
+        Oracle {
+            full_reads_every: every,
+            full_reads_in: first,
+            ..Oracle::default()
+        }
+    }
+
     pub(crate) fn model(&self) -> &Model {
         &self.model
+    }
+
+    pub(crate) fn full_read_backs(&self) -> u64 {
+        self.full_reads
     }
 
     pub(crate) fn excused(&self) -> &BTreeMap<Excuse, u64> {
@@ -211,6 +232,14 @@ impl Oracle {
     /// else: byte for byte if the disk reports no damage and the log is
     /// small or this is the run's `final_reopen`, by a read-only scan
     /// otherwise.
+    ///
+    /// Every stream and the whole log are read back through the engine
+    /// at one reopen in `full_reads_every`, at the last, and wherever the
+    /// disk reports damage or a loss was excused (damage may sit under
+    /// any record); at the others, what a power loss could have changed:
+    /// the records since the last reopen, with every stream's version
+    /// and the log's bounds. Reading everything at every reopen cost a
+    /// third of a run's instructions (BENCHMARKS.md, 2026-12-07).
     pub(crate) fn check_reopened(
         &mut self,
         log: &Log,
@@ -223,6 +252,8 @@ impl Oracle {
         self.retryable = self.in_doubt.clone();
         let recovered = log.last_seq();
         let acked = self.model.last_seq();
+        let full_read = self.full_read_due() || final_reopen || !evidence.damage.is_empty();
+        let full_read = full_read || recovered < acked;
         if recovered >= acked {
             let extra = (recovered - acked) as usize;
             if extra > self.in_doubt.len() {
@@ -245,8 +276,14 @@ impl Oracle {
         // will be used again (SPEC section 14, FORMAT.md).
         self.take_back_positions(recovered, false);
         self.check_tables(log, evidence)?;
-        self.check_log(log, evidence, clock)?;
-        self.check_read_all(log, evidence)?;
+        if full_read {
+            self.full_reads += 1;
+            self.check_log(log, evidence, clock)?;
+            self.check_read_all(log, evidence)?;
+        } else {
+            self.check_read_back(log, evidence, clock)?;
+        }
+        self.model.read_back();
         // The bytes themselves, encoded independently (cheap enough for
         // small logs at every reopen; big ones are checked at the end).
         // Damage (a misdirected write, a flipped bit) may sit in bytes that
@@ -275,6 +312,16 @@ impl Oracle {
                 refusal.error
             )),
         }
+    }
+
+    /// Whether this reopen's turn reads the whole log back.
+    fn full_read_due(&mut self) -> bool {
+        let due = self.full_reads_in == 0;
+        self.full_reads_in = match due {
+            true => self.full_reads_every.max(1) - 1,
+            false => self.full_reads_in - 1,
+        };
+        due
     }
 
     /// After a commit that left the log healthy: preallocation stays inside
