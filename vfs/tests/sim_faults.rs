@@ -523,3 +523,43 @@ fn duplicated_write_never_covers_bytes_that_are_not_zeros() {
     assert!(vfs.duplicated_writes().is_empty());
     assert!(!FaultConfig::all().is_enabled(FaultKind::DuplicatedWrite));
 }
+
+/// `with_dir_contents` lends what `list_dir` lists, in its order, each
+/// file with the bytes reads return now (unsynced ones too), a directory
+/// as `None`, and answers `None` for a directory that is not there.
+#[test]
+fn dir_contents_are_what_listing_and_reads_see() {
+    let vfs = SimVfs::with_faults(1, FaultConfig::none());
+    vfs.put_durable_file(Path::new("/d/b"), b"durable");
+    vfs.put_durable_file(Path::new("/d/sub/inner"), b"x");
+    let file = open(&vfs, "/d/a", OpenMode::CreateNew);
+    file.write_at(b"cached only", 0).unwrap();
+    let seen = vfs
+        .with_dir_contents(Path::new("/d"), |entries| {
+            (entries.iter())
+                .map(|(name, bytes)| (name.to_string(), bytes.map(<[u8]>::to_vec)))
+                .collect::<Vec<_>>()
+        })
+        .expect("/d is a directory");
+    let listed: Vec<String> = (vfs.list_dir(Path::new("/d")).unwrap().into_iter())
+        .map(|entry| entry.name)
+        .collect();
+    assert_eq!(
+        seen.iter()
+            .map(|(name, _)| name.clone())
+            .collect::<Vec<_>>(),
+        listed
+    );
+    assert_eq!(
+        seen,
+        [
+            ("a".to_string(), Some(b"cached only".to_vec())),
+            ("b".to_string(), Some(contents(&vfs, "/d/b"))),
+            ("sub".to_string(), None),
+        ]
+    );
+    assert!(
+        vfs.with_dir_contents(Path::new("/nowhere"), |_| ())
+            .is_none()
+    );
+}

@@ -379,6 +379,19 @@ impl SimVfs {
         self.disk().with_file_contents(path, f)
     }
 
+    /// `f` of the entries of the directory `dir` now, in name order, each
+    /// with what reads of it return (`None` for a directory), without a
+    /// copy and without a counted or traced operation (`None` if there is
+    /// no such directory). The disk is locked while `f` runs: `f` must not
+    /// call into it.
+    pub fn with_dir_contents<R>(
+        &self,
+        dir: &Path,
+        f: impl FnOnce(&[(&str, Option<&[u8]>)]) -> R,
+    ) -> Option<R> {
+        self.disk().with_dir_contents(dir, f)
+    }
+
     /// What a crash with every fault off would leave at `path` (`None` if
     /// the entry is not durable).
     pub fn durable_contents(&self, path: &Path) -> Option<Vec<u8>> {

@@ -112,6 +112,28 @@ impl Disk {
         self.visible_file(path).map(|node| f(node.lock().cached()))
     }
 
+    pub(crate) fn with_dir_contents<R>(
+        &self,
+        dir: &Path,
+        f: impl FnOnce(&[(&str, Option<&[u8]>)]) -> R,
+    ) -> Option<R> {
+        let entries = &self.dirs.get(normalize(dir).as_os_str())?.entries;
+        // Every file's lock held, then the names and bytes lent to `f`.
+        let locked: Vec<_> = (entries.iter())
+            .map(|(name, node)| {
+                let data = match node {
+                    Node::File(file) => Some(file.lock()),
+                    Node::Dir => None,
+                };
+                (name.to_string_lossy(), data)
+            })
+            .collect();
+        let lent: Vec<(&str, Option<&[u8]>)> = (locked.iter())
+            .map(|(name, data)| (name.as_ref(), data.as_ref().map(|data| data.cached())))
+            .collect();
+        Some(f(&lent))
+    }
+
     pub(crate) fn durable_contents(&self, path: &Path) -> Option<Vec<u8>> {
         let path = normalize(path);
         let (parent, name) = split(&path, "").ok()?;
