@@ -604,3 +604,31 @@ fn groups_never_pass_the_window() {
         assert!(log.take_outcome(ticket).unwrap().is_ok());
     }
 }
+
+/// The state seed 3139 found (the main job of 2026-12-07), by hand:
+/// record 5, a batch of stream `s` from version 6, starts 11 bytes before
+/// a sector boundary, so the 16 bytes at that boundary read as a header
+/// whose seq field is the batch's own first version: 6, the next seq. Its
+/// first page kept, the rest lost at the crash (zeros): a torn write,
+/// truncated. Open once refused it as misplaced.
+#[test]
+fn the_damaged_records_own_first_version_is_not_the_next_header() {
+    let event = |data_len: usize| {
+        let mut event = Event::new("t", vec![7; data_len]);
+        event.at = 0;
+        event
+    };
+    let mut lead = acknowledged();
+    append_record(&mut lead, 4, &encode_batch("s", 4, &[event(91), event(91)]));
+    assert_eq!(lead.len(), 501, "record 5 starts 11 bytes before 512");
+    let mut five = Vec::new();
+    append_record(&mut five, 5, &encode_batch("s", 6, &[event(4000)]));
+    let mut bytes = shape(&[&lead, &five]);
+    bytes[4096..].iter_mut().for_each(|byte| *byte = 0);
+    for backend in Backend::all() {
+        let report = open_shape(&backend, &bytes, durlog::GROUP_BYTES_MAX)
+            .unwrap_or_else(|refusal| panic!("{}: {refusal:?}", backend.name()));
+        assert_eq!(report.last_seq, 4, "{}", backend.name());
+        assert_eq!(report.decided_by, Some(Rule::Torn));
+    }
+}

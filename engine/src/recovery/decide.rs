@@ -535,7 +535,11 @@ fn all_pages_kept(
 /// claims the very next seq: the start of a write that landed over the
 /// damaged record. Inside the extent lie only that record's payload bytes,
 /// an event's data, which would have to hold exactly that seq at exactly
-/// such a place; FORMAT.md lists the risk.
+/// such a place; FORMAT.md lists the risk. Not the batch's own first
+/// version, though: a batch of a stream ahead of the seqs often starts at
+/// the next seq, so the 16 bytes whose seq field it is never count (seed
+/// 3139 of 2026-12-07, where the record started 11 bytes before a sector
+/// boundary and its stream's name took 2 bytes).
 fn next_header_inside(
     rest: &[u8],
     offset: u64,
@@ -547,7 +551,11 @@ fn next_header_inside(
         0 => SECTOR_BYTES as usize,
         into => SECTOR_BYTES as usize - into,
     };
+    let own_first_version = own_first_version_at(rest);
     (first..end).step_by(SECTOR_BYTES as usize).find_map(|at| {
+        if Some(at + HEADER_SEQ_FIELD.start) == own_first_version {
+            return None;
+        }
         let header = Header::peek(&rest[at..])?;
         (header.seq == expected + 1).then(|| LaterRecord {
             at,
@@ -556,6 +564,13 @@ fn next_header_inside(
             repaired: false,
         })
     })
+}
+
+/// Where the damaged record's batch keeps its first version: after the
+/// header, the stream name's u16 length and the name (FORMAT.md, "Batch").
+fn own_first_version_at(rest: &[u8]) -> Option<usize> {
+    let stream_len = rest.get(HEADER_SIZE..HEADER_SIZE + 2)?;
+    Some(HEADER_SIZE + 2 + usize::from(u16::from_le_bytes([stream_len[0], stream_len[1]])))
 }
 
 #[cfg(test)]

@@ -114,14 +114,16 @@ impl World<'_> {
                     reason,
                 }) => {
                     let rule = self.refusing_rule(&file, offset)?;
-                    let evidence = Evidence::new(&self.node.vfs, &self.node.dir);
-                    self.oracle.check_refusal(&file, offset, rule, &evidence)?;
+                    // Noted first: a trace that ends in a violation here
+                    // shows the engine's reason.
                     note!(
                         self,
                         "      refused by {}: {}:{offset}: {reason}",
                         rule.name(),
                         file.display()
                     );
+                    let evidence = Evidence::new(&self.node.vfs, &self.node.dir);
+                    self.oracle.check_refusal(&file, offset, rule, &evidence)?;
                     self.result.count_recovery(Recovery::Decided(rule));
                     self.start_over();
                 }
