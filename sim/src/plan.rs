@@ -37,11 +37,12 @@ pub struct RunOptions {
     /// failures are reported and reproducible.
     #[arg(long)]
     pub canary: bool,
-    /// Read every stream and the whole log back through the engine at
-    /// every reopen. Default: at one reopen in 4 (in turn, from a seeded
-    /// start), at every reopen after damage or an excused loss, and at the
-    /// last; the others read back only the records since the last full
-    /// read, and check every stream's version and the log's bounds.
+    /// Read everything back through the engine every way at every reopen:
+    /// every stream, and the whole log with the metadata applied. Default:
+    /// at one reopen in 4 (in turn, from a seeded start), after damage or
+    /// an excused loss, and at the last; the others read the whole log
+    /// back as history and the rest only for the records since the reopen
+    /// before.
     #[arg(long)]
     pub full_checks: bool,
 }

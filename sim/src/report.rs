@@ -455,7 +455,7 @@ impl Tally {
         )?;
         writeln!(
             f,
-            "crashes     {} power losses, {} reopens ({} read back whole through the engine, the others from the reopen before)",
+            "crashes     {} power losses, {} reopens ({} with every stream read back, the others the records since the reopen before)",
             c.crashes, c.reopens, c.full_read_backs
         )?;
         writeln!(f, "log size    up to {} bytes per seed", c.log_bytes_max)?;
