@@ -58,6 +58,10 @@ pub fn run(
     output: &mut dyn Write,
     notes: &mut dyn Write,
 ) -> Result<u64, CliError> {
+    // Refused before anything is opened or made, even with no input.
+    if args.stream.is_empty() {
+        return Err(CliError::log(args.dir, durlog::Error::EmptyStreamName));
+    }
     let log = open_writer(args.dir, options, "append", notes)?;
     let mut line = Vec::new();
     let mut appended = 0;

@@ -9,8 +9,8 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::{
-    append_bytes, assert_one_line_error, exit_code, flip_bit, run, snapshot_tree, stdout,
-    write_three_segment_log,
+    append_bytes, assert_one_line_error, exit_code, flip_bit, run, run_with_input, snapshot_tree,
+    stdout, write_three_segment_log,
 };
 
 /// A read-only command and its arguments after DIR.
@@ -225,5 +225,25 @@ fn torn_tail_is_read_around_and_left_in_place() {
             .lines()
             .count(),
         4
+    );
+}
+
+/// `append` to the stream named "" is refused, named, before the directory
+/// is made or any line read, and a log that exists is left as it was.
+#[test]
+fn append_to_an_empty_stream_name_is_refused() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let fresh = root.path().join("fresh");
+    let refused = run_with_input([Path::new("append"), &fresh, Path::new("")], b"one\n");
+    assert_one_line_error(&refused, 1, &["stream named \"\"", "needs a name"]);
+    assert!(!fresh.exists(), "a refused append made {}", fresh.display());
+    write_three_segment_log(root.path());
+    let before = snapshot_tree(root.path());
+    let refused = run_with_input([Path::new("append"), root.path(), Path::new("")], b"one\n");
+    assert_one_line_error(&refused, 1, &["needs a name"]);
+    assert_eq!(
+        snapshot_tree(root.path()),
+        before,
+        "a refused append changed the log"
     );
 }

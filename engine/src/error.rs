@@ -140,6 +140,11 @@ pub enum Error {
         stream: String,
     },
 
+    /// An append to the stream named "": a stream needs a name (an empty
+    /// one reads as nothing in every listing and command line).
+    #[error("append to the stream named \"\": a stream needs a name of at least one byte")]
+    EmptyStreamName,
+
     /// A stream name or event type longer than 65535 bytes.
     #[error("{what} is {len} bytes, over the limit of 65535")]
     NameTooLong {
@@ -240,6 +245,7 @@ impl Error {
             Error::EmptyBatch { stream } => Error::EmptyBatch {
                 stream: stream.clone(),
             },
+            Error::EmptyStreamName => Error::EmptyStreamName,
             Error::NameTooLong { what, len } => Error::NameTooLong { what, len: *len },
             Error::RecordTooLarge { stream, bytes } => Error::RecordTooLarge {
                 stream: stream.clone(),

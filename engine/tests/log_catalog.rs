@@ -179,6 +179,22 @@ fn bad_arguments_are_clear_errors_and_write_nothing() {
             log.append("s", Expected::Any, &[]),
             Err(Error::EmptyBatch { .. })
         ));
+        // A stream needs a name, whichever way the append comes.
+        let one = [event("t", b"1")];
+        assert!(matches!(
+            log.append("", Expected::Any, &one),
+            Err(Error::EmptyStreamName)
+        ));
+        let retried = log.append_idempotent("", Expected::NoStream, &one);
+        assert!(
+            matches!(retried, Err(Error::EmptyStreamName)),
+            "{retried:?}"
+        );
+        let submitted = log.submit("", Expected::Any, &one);
+        assert!(
+            matches!(submitted, Err(Error::EmptyStreamName)),
+            "{submitted:?}"
+        );
         let error = log
             .append(&long, Expected::Any, &[event("t", b"")])
             .unwrap_err();

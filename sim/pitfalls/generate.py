@@ -100,6 +100,10 @@ P=[
  ("engine/src/log/group.rs","            for (pending, _) in group.refused.into_iter().rev() {","            for (pending, _) in group.refused.into_iter() {")]),
 ("43-read-ahead-kept-past-a-truncation","Subscriptions: records read ahead past a truncation's last seq are kept and delivered (reached in 14 of 5,000 seeds until the plan put a subscriber that read ahead before half the truncations of half the seeds: 577)",[
  ("engine/src/log/subscribe.rs","        self.ahead.retain(|commit| commit.seq <= seq);\n","")]),
+("44-ids-ignored","Event ids: an append whose ids the stream already holds taken for a new one and written again (the simulator drew no ids before)",[
+ ("engine/src/log/idempotent.rs","    if found.iter().all(Option::is_none) {\n        return Retried::New;","    if !found.is_empty() {\n        return Retried::New;")]),
+("45-ids-not-rebuilt-at-open","Event ids: Open does not rebuild the ids of the records it reads, so a retry after a restart writes its events again",[
+ ("engine/src/recovery/mod.rs","        self.index.remember_ids(batch.stream, &ids);\n","        let _ = ids;\n")]),
 ("threads/01-leader-wakes-no-successor","Threads: a leader publishes its group without waking the next leader (a lost wake-up)",[
  ("engine/src/log/group.rs","        {\n            threads.push(next.clone());\n        }","        {\n            let _ = next;\n        }")]),
 ("threads/02-roll-publishes-before-the-dir-sync","Threads: a roll's directory sync done after the group is published (the woken appenders return first)",[

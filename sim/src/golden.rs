@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use durlog_vfs::{SimVfs, Vfs};
 
-use crate::model::{Deleted, Model, ModelEvent, Tables};
+use crate::model::{Deleted, Extras, Model, ModelEvent, Tables};
 
 /// CRC-32C's table for the reflected polynomial 0x82F63B78.
 const CRC_TABLE: [u32; 256] = {
@@ -71,18 +71,46 @@ fn header(sink: &mut impl Sink, payload_bytes: u32, crc: u32, seq: u64) {
     sink.put(&seq.to_le_bytes());
 }
 
-/// A record's payload: the batch of one append's events.
+/// A record's payload: the batch of one append's events, each followed by
+/// its extras where any event of the batch has some (the count's top bit
+/// says so).
 fn payload(sink: &mut impl Sink, stream: &str, first_version: u64, events: &[ModelEvent]) {
+    let with_extras = events.iter().any(|event| !event.extras.is_empty());
     sink.put(&(stream.len() as u16).to_le_bytes());
     sink.put(stream.as_bytes());
     sink.put(&first_version.to_le_bytes());
-    sink.put(&(events.len() as u32).to_le_bytes());
+    let count = events.len() as u32 | if with_extras { 1 << 31 } else { 0 };
+    sink.put(&count.to_le_bytes());
     for event in events {
         sink.put(&(event.event_type.len() as u16).to_le_bytes());
         sink.put(event.event_type.as_bytes());
         sink.put(&event.at.to_le_bytes());
         sink.put(&(event.data.len() as u32).to_le_bytes());
         sink.put(&event.data);
+        if with_extras {
+            extras(sink, &event.extras);
+        }
+    }
+}
+
+/// An event's extras: which of them it has (bit 0 id, bit 1 metadata,
+/// bit 2 content type), then each that it has.
+fn extras(sink: &mut impl Sink, extras: &Extras) {
+    let has_metadata = !extras.metadata.is_empty();
+    let flags = u8::from(extras.id.is_some())
+        | u8::from(has_metadata) << 1
+        | u8::from(extras.content_type.is_some()) << 2;
+    sink.put(&[flags]);
+    if let Some(id) = &extras.id {
+        sink.put(id);
+    }
+    if has_metadata {
+        sink.put(&(extras.metadata.len() as u32).to_le_bytes());
+        sink.put(&extras.metadata);
+    }
+    if let Some(content_type) = &extras.content_type {
+        sink.put(&(content_type.len() as u16).to_le_bytes());
+        sink.put(content_type.as_bytes());
     }
 }
 
@@ -603,13 +631,14 @@ fn segment_first_seq(name: &str) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use crate::model::ModelEvent;
+    use crate::model::{Extras, ModelEvent};
 
     fn event(event_type: &str, data: &[u8]) -> ModelEvent {
         ModelEvent {
             event_type: event_type.to_owned(),
             data: data.to_vec(),
             at: 0,
+            extras: Extras::default(),
         }
     }
 
@@ -643,6 +672,49 @@ mod tests {
             assert_eq!(super::record(1, "s", 1, &events).len(), 46 + data.len());
             assert_eq!(super::record_bytes("s", &events), 46 + data.len() as u64);
         }
+    }
+
+    /// Events with extras (an id, metadata, a content type, each alone and
+    /// all three) are encoded as the engine encodes them, and a batch
+    /// with none of them as before extras existed.
+    #[test]
+    fn extras_as_the_engine_encodes_them() {
+        let plain = durlog::Event::new("T", "hi");
+        let engine_events = [
+            plain.clone().with_id([7; 16]),
+            plain.clone().with_metadata("m"),
+            plain.clone().with_content_type("text/plain"),
+            plain
+                .clone()
+                .with_id([9; 16])
+                .with_metadata("meta")
+                .with_content_type("a/b"),
+            plain.clone(),
+        ];
+        let model: Vec<ModelEvent> = (engine_events.iter())
+            .map(|event| {
+                let mut event = event.clone();
+                event.at = 5;
+                super::ModelEvent::acknowledged(event, 5)
+            })
+            .collect();
+        let mut engine = Vec::new();
+        let at_five: Vec<durlog::Event> = (engine_events.iter())
+            .map(|event| {
+                let mut event = event.clone();
+                event.at = 5;
+                event
+            })
+            .collect();
+        durlog::append_record(&mut engine, 3, &durlog::encode_batch("s", 2, &at_five));
+        assert_eq!(super::record(3, "s", 2, &model), engine);
+        assert_eq!(super::record_bytes("s", &model), engine.len() as u64);
+        let none = [event("T", b"hi")];
+        assert_eq!(
+            super::record(1, "s", 1, &none).len(),
+            48,
+            "no extras, as before"
+        );
     }
 
     /// A non-zero byte anywhere (in a whole chunk of 64 or in the rest)

@@ -7,6 +7,7 @@
 //! list, so a failing run can be shrunk by running a subsequence of them.
 
 mod display;
+mod extras;
 mod parts;
 
 use durlog_testbed::options::FaultList;
@@ -167,6 +168,18 @@ pub struct EventSpec {
     pub event_type: u8,
     pub len: u32,
     pub fill: u8,
+    pub extras: ExtrasSpec,
+}
+
+/// An event's id, metadata and content type, if any (`extras.rs`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExtrasSpec {
+    /// The number its 16-byte id is made of (`None`: no id).
+    pub id: Option<u32>,
+    /// Bytes of metadata, made of `fill` (0: none).
+    pub metadata_len: u8,
+    /// Which of `extras::CONTENT_TYPES` (`None`: none).
+    pub content_type: Option<u8>,
 }
 
 impl EventSpec {
@@ -317,6 +330,7 @@ impl Plan {
         insert_second_opens(parts, &mut actions);
         insert_read_ahead(parts, &mut actions);
         let type_names = insert_filtered_reads(parts, &mut actions);
+        extras::insert(parts, &mut actions);
         // From a sub-seed of its own: every other draw stays.
         let mut applying = ChaCha8Rng::seed_from_u64(parts.named("applying-metadata"));
         let applying_metadata = match applying.random_bool(0.5) {
@@ -676,6 +690,7 @@ impl ActionDraw<'_> {
                 event_type: self.rng.random_range(0..3),
                 len: self.event_len(),
                 fill: self.rng.random_range(1..=255),
+                extras: ExtrasSpec::default(),
             })
             .collect();
         Action::Submit {

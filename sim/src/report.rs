@@ -265,6 +265,11 @@ pub struct Counters {
     pub retries_landed: u64,
     pub retries_written: u64,
     pub retries_refused: u64,
+    /// Appends whose events all carried ids the stream held: answered as
+    /// a retry that landed (nothing written), and refused as a conflict
+    /// (some of them held, or in another order).
+    pub ids_landed: u64,
+    pub ids_refused: u64,
 }
 
 impl Counters {
@@ -298,6 +303,8 @@ impl Counters {
         self.retries_landed += other.retries_landed;
         self.retries_written += other.retries_written;
         self.retries_refused += other.retries_refused;
+        self.ids_landed += other.ids_landed;
+        self.ids_refused += other.ids_refused;
     }
 
     /// Counts an idempotent retry's outcome, once the oracle has accepted it.
@@ -496,6 +503,11 @@ impl Tally {
             f,
             "retries     {} landed before (nothing written), {} written now, {} refused",
             c.retries_landed, c.retries_written, c.retries_refused
+        )?;
+        writeln!(
+            f,
+            "event ids   {} appends whose ids the stream held answered as landed (nothing written), {} refused as held in part",
+            c.ids_landed, c.ids_refused
         )
     }
 

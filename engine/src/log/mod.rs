@@ -437,6 +437,9 @@ impl Log {
 /// The checks on an append's arguments, before anything is encoded: the
 /// payload's length if they pass.
 fn check_arguments(stream: &str, events: &[Event]) -> Result<u64, Error> {
+    if stream.is_empty() {
+        return Err(Error::EmptyStreamName);
+    }
     if events.is_empty() {
         return Err(Error::EmptyBatch {
             stream: stream.to_owned(),

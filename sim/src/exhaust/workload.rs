@@ -94,6 +94,7 @@ impl Op {
                 event_type: 0,
                 len,
                 fill,
+                extras: Default::default(),
             }];
             vec![
                 Action::Submit {

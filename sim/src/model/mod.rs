@@ -15,6 +15,72 @@ pub struct ModelEvent {
     pub event_type: String,
     pub data: Vec<u8>,
     pub at: i64,
+    pub extras: Extras,
+}
+
+/// An event's id, metadata and content type (FORMAT.md, "Extras"); none
+/// of them in most.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Extras {
+    pub id: Option<[u8; durlog::EVENT_ID_BYTES]>,
+    /// Empty: none.
+    pub metadata: Vec<u8>,
+    pub content_type: Option<String>,
+}
+
+impl Extras {
+    pub fn of(event: &durlog::Event) -> Extras {
+        Extras {
+            id: event.id(),
+            metadata: event.metadata().to_vec(),
+            content_type: event.content_type().map(str::to_owned),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        *self == Extras::default()
+    }
+}
+
+impl ModelEvent {
+    /// The event as its client would send it again.
+    pub fn to_event(&self) -> durlog::Event {
+        let mut event = durlog::Event::new(self.event_type.clone(), self.data.clone());
+        if let Some(id) = self.extras.id {
+            event = event.with_id(id);
+        }
+        if !self.extras.metadata.is_empty() {
+            event = event.with_metadata(self.extras.metadata.clone());
+        }
+        if let Some(content_type) = &self.extras.content_type {
+            event = event.with_content_type(content_type.clone());
+        }
+        event
+    }
+
+    /// `event` as acknowledged at `at`.
+    pub fn acknowledged(event: durlog::Event, at: i64) -> ModelEvent {
+        let extras = Extras::of(&event);
+        ModelEvent {
+            event_type: event.event_type,
+            data: event.data,
+            at,
+            extras,
+        }
+    }
+}
+
+/// What the ids of an append's events say of it (FORMAT.md, "Extras"),
+/// where every event carries one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IdsSay {
+    /// None of them is in the stream: the expected version decides.
+    New,
+    /// All of them are, in order, as consecutive versions, the last this
+    /// one: a retry that landed, nothing written, whatever was expected.
+    Landed(u64),
+    /// Some are, or all in another order: a version conflict.
+    Partly,
 }
 
 /// One acknowledged append (one record).
@@ -239,6 +305,37 @@ impl Model {
             acked.first_version,
             &events[from..from + acked.events],
         ))
+    }
+
+    /// What the ids of `events` say of an append of them to `stream`;
+    /// `None` unless every event carries one. An id names the newest kept
+    /// event of the stream that carries it (a purge or truncation forgets
+    /// the ids of what it removed).
+    pub fn ids_say(&self, stream: &str, events: &[ModelEvent]) -> Option<IdsSay> {
+        let ids: Vec<[u8; durlog::EVENT_ID_BYTES]> = events
+            .iter()
+            .map(|event| event.extras.id)
+            .collect::<Option<_>>()?;
+        let first_kept = self.purged_events(stream) + 1;
+        let kept = self.events(stream);
+        let found: Vec<Option<u64>> = (ids.iter())
+            .map(|id| {
+                (kept.iter())
+                    .rposition(|event| event.extras.id == Some(*id))
+                    .map(|at| first_kept + at as u64)
+            })
+            .collect();
+        let first = found.first().copied().flatten();
+        Some(match first {
+            _ if found.iter().all(Option::is_none) => IdsSay::New,
+            Some(first)
+                if (found.iter().enumerate())
+                    .all(|(index, version)| *version == Some(first + index as u64)) =>
+            {
+                IdsSay::Landed(first + ids.len() as u64 - 1)
+            }
+            _ => IdsSay::Partly,
+        })
     }
 
     /// The canary: changes one acknowledged byte, as a broken engine would.

@@ -20,6 +20,15 @@ impl fmt::Display for Action {
                 for (i, event) in events.iter().enumerate() {
                     let sep = if i == 0 { "" } else { ", " };
                     write!(f, "{sep}t{}:{}B", event.event_type, event.len)?;
+                    if let Some(id) = event.extras.id {
+                        write!(f, " id {id}")?;
+                    }
+                    if event.extras.metadata_len > 0 {
+                        write!(f, " meta {}B", event.extras.metadata_len)?;
+                    }
+                    if let Some(content_type) = event.extras.content_type {
+                        write!(f, " ct{content_type}")?;
+                    }
                 }
                 f.write_str("]")
             }

@@ -107,6 +107,7 @@ pub fn run_plan_on(
     let full_read_backs = world.oracle.full_read_backs();
     let mut result = world.result;
     result.counters.full_read_backs = full_read_backs;
+    (result.counters.ids_landed, result.counters.ids_refused) = world.oracle.ids_decided;
     result.seed = plan.seed;
     result.excused = excused;
     result.faults = world.node.vfs.fault_counts();
@@ -450,21 +451,14 @@ impl<'a> World<'a> {
             return Ok(());
         }
         let expected = expected_version(spec, self.oracle.model().version(stream));
-        let events: Vec<Event> = specs
-            .iter()
-            .map(|spec| Event::new(self.plan.type_name(spec.event_type), spec.data()))
-            .collect();
+        let events: Vec<Event> = specs.iter().map(|spec| self.plan.event(spec)).collect();
         self.result.counters.appends_submitted += 1;
         match self.log().submit(stream, expected, &events) {
             Ok(ticket) => {
                 let at = CLOCK_BASE_NS + CLOCK_STEP_NS * self.node.clock.load(Ordering::SeqCst);
                 let events = events
                     .into_iter()
-                    .map(|event| ModelEvent {
-                        event_type: event.event_type,
-                        data: event.data,
-                        at,
-                    })
+                    .map(|event| ModelEvent::acknowledged(event, at))
                     .collect();
                 note!(self, "      queued as {ticket:?}, expected {expected:?}");
                 let stream = stream.to_owned();

@@ -23,7 +23,7 @@ use durlog::{Error, Expected, Log, Tail, recovery};
 use durlog_vfs::FaultEvent;
 
 use crate::golden;
-use crate::model::{Model, ModelEvent};
+use crate::model::{IdsSay, Model, ModelEvent};
 use crate::report::Excuse;
 
 use super::change::{InDoubt, RetentionWindow};
@@ -101,6 +101,8 @@ pub(crate) struct Oracle {
     full_reads_in: u32,
     /// Reopens after which the whole log was read back.
     full_reads: u64,
+    /// Appends whose ids the stream held: answered as landed, refused.
+    pub(super) ids_decided: (u64, u64),
 }
 
 impl Oracle {
@@ -175,6 +177,10 @@ impl Oracle {
                 )),
             };
         }
+        let said = self.model.ids_say(stream, &sub.events);
+        if let Some(said @ (IdsSay::Landed(_) | IdsSay::Partly)) = said {
+            return self.check_by_ids(stream, said, current, outcome, commit);
+        }
         match outcome {
             Ok(version) => {
                 if !matches {
@@ -224,6 +230,41 @@ impl Oracle {
             Err(error) => return Err(format!("append to {stream} failed unexpectedly: {error}")),
         }
         Ok(())
+    }
+
+    /// An append whose events' ids the stream holds (`said`): a retry
+    /// that landed returns its last version and writes nothing, one that
+    /// partly did is a version conflict, whatever either expected
+    /// (FORMAT.md, "Extras"). Neither writes, so neither is ever in doubt.
+    fn check_by_ids(
+        &mut self,
+        stream: &str,
+        said: IdsSay,
+        current: u64,
+        outcome: &Result<u64, Error>,
+        commit: &CommitFacts,
+    ) -> Check {
+        match (said, outcome) {
+            (IdsSay::Landed(last), Ok(version)) if *version == last => {
+                self.ids_decided.0 += 1;
+                Ok(())
+            }
+            (IdsSay::Partly, Err(Error::VersionConflict { actual, .. })) if *actual == current => {
+                self.ids_decided.1 += 1;
+                Ok(())
+            }
+            (_, Err(Error::Io(_))) if commit.faulted => {
+                self.excuse(Excuse::AppendFailedOnFault, 1);
+                Ok(())
+            }
+            (_, Err(Error::Poisoned)) if commit.poisoned => {
+                self.excuse(Excuse::AppendFailedOnFault, 1);
+                Ok(())
+            }
+            (said, other) => Err(format!(
+                "an append to {stream} (at version {current}) whose ids say {said:?} answered {other:?}"
+            )),
+        }
     }
 
     /// Checks a log just reopened: the in-doubt appends are whole or absent,

@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering::SeqCst;
 use durlog::{Commit, Error, Event, Log};
 use durlog_vfs::FaultEvent;
 
-use crate::model::ModelEvent;
+use crate::model::{Extras, ModelEvent};
 
 use super::excuse::{self, Evidence};
 use super::follow::SubFilter;
@@ -566,6 +566,13 @@ impl Kept<'_> {
 }
 
 fn check_event(stream: &str, event: &Event, model: &ModelEvent, version: u64) -> Check {
+    let extras = Extras::of(event);
+    if extras != model.extras {
+        return Err(format!(
+            "{stream} version {version}: read with {extras:?}, acknowledged with {:?}",
+            model.extras
+        ));
+    }
     if event.stream != stream
         || event.version != version
         || event.event_type != model.event_type

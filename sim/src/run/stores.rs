@@ -10,7 +10,7 @@
 use durlog::{Deletion, Error, Expected, Log};
 
 use crate::golden;
-use crate::model::{Deleted, Entry, ModelEvent};
+use crate::model::{Deleted, Entry, IdsSay, ModelEvent};
 use crate::plan::{Action, CrashSpec};
 use crate::report::Excuse;
 
@@ -192,11 +192,8 @@ impl World<'_> {
                 Expected::NoStream => 0,
                 Expected::Any | Expected::StreamExists => continue,
             };
-            let events: Vec<durlog::Event> = submitted
-                .events
-                .iter()
-                .map(|event| durlog::Event::new(event.event_type.clone(), event.data.clone()))
-                .collect();
+            let events: Vec<durlog::Event> =
+                submitted.events.iter().map(ModelEvent::to_event).collect();
             note!(
                 self,
                 "      retry {} at version {base} with {} events",
@@ -229,7 +226,17 @@ impl World<'_> {
                 .oracle
                 .check_retry(retry, &outcome, faulted, &evidence, &faults)?;
             self.result.counters.count_retry(kind);
-            if matches!(outcome, Err(Error::Io(_))) && (self.node.vfs.is_halted() || poisoned) {
+            // One whose ids the stream held wrote nothing.
+            let by_ids = matches!(
+                self.oracle
+                    .model()
+                    .ids_say(&submitted.stream, &submitted.events),
+                Some(IdsSay::Landed(_) | IdsSay::Partly)
+            );
+            if matches!(outcome, Err(Error::Io(_)))
+                && (self.node.vfs.is_halted() || poisoned)
+                && !by_ids
+            {
                 // As any append whose commit failed so: the next reopen
                 // finds it whole or not at all.
                 let events = submitted.events.iter();
@@ -427,16 +434,27 @@ impl Oracle {
             let from = (base + 1 - first_kept) as usize;
             &kept[from..from + events.len()]
         });
-        let landed = stored.is_some_and(|stored| {
-            stored.iter().zip(events).all(|(stored, event)| {
-                stored.event_type == event.event_type && stored.data == event.data
-            })
-        });
+        // Where every event has an id, the ids decide as in any append
+        // (FORMAT.md, "Extras"); the bytes only where some has none.
+        let said = model.ids_say(stream, events);
+        let by_ids = matches!(said, Some(IdsSay::Landed(_) | IdsSay::Partly));
+        let landed = said.is_none()
+            && stored.is_some_and(|stored| {
+                stored.iter().zip(events).all(|(stored, event)| {
+                    stored.event_type == event.event_type && stored.data == event.data
+                })
+            });
         let hard = model.tables.is_hard_deleted(stream);
         match outcome {
             Err(Error::StreamDeleted { .. }) if hard => Ok(Retried::Refused),
+            Ok(returned) if said == Some(IdsSay::Landed(*returned)) && !hard => Ok(Retried::Landed),
+            Err(Error::VersionConflict { actual, .. })
+                if said == Some(IdsSay::Partly) && *actual == version && !hard =>
+            {
+                Ok(Retried::Refused)
+            }
             Ok(returned) if *returned == last && landed && !hard => Ok(Retried::Landed),
-            Ok(returned) if *returned == last && version == base && !hard => {
+            Ok(returned) if *returned == last && version == base && !hard && !by_ids => {
                 let stamped = events
                     .iter()
                     .map(|event| crate::model::ModelEvent {
@@ -448,12 +466,17 @@ impl Oracle {
                 Ok(Retried::Written)
             }
             Err(Error::VersionConflict { actual, .. })
-                if !landed && version != base && *actual == version && !hard =>
+                if !landed && version != base && *actual == version && !hard && !by_ids =>
             {
                 Ok(Retried::Refused)
             }
             Err(Error::Quota { limit, needed })
-                if !landed && version == base && !hard && *limit == max_bytes && needed > limit =>
+                if !landed
+                    && version == base
+                    && !hard
+                    && !by_ids
+                    && *limit == max_bytes
+                    && needed > limit =>
             {
                 Ok(Retried::Refused)
             }

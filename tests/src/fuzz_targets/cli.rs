@@ -152,6 +152,20 @@ fn check_append(input: &AppendInput) {
         ..Options::default()
     };
     let mut appended: Vec<&[u8]> = Vec::new();
+    if stream.is_empty() {
+        // A stream needs a name: refused, named, before anything is read.
+        let stdin = bounded_stdin(&input.first);
+        let (mut output, mut notes) = (Vec::new(), Vec::new());
+        let refused = append::run(&args, options, &mut &stdin[..], &mut output, &mut notes);
+        let error = refused.expect_err("an append to the stream named \"\"");
+        assert!(
+            error.one_line().contains("needs a name"),
+            "{}",
+            error.one_line()
+        );
+        assert!(output.is_empty(), "a refused append printed versions");
+        return;
+    }
     for stdin in [bounded_stdin(&input.first), bounded_stdin(&input.second)] {
         let (mut output, mut notes) = (Vec::new(), Vec::new());
         let count = append::run(

@@ -419,6 +419,9 @@ impl SimOpsInput {
                 })
             }),
             canary_step: None,
+            // Every reopen read back every way: a fuzzed run is short.
+            full_reads_every: 1,
+            full_reads_first: 0,
             retry_after_reopen: self.vfs_seed.is_multiple_of(2),
             // Subscribers read `$all` as history, and types are named as
             // they were (`type-0`..), so the committed corpus keeps its
@@ -434,6 +437,7 @@ fn event_specs(events: &[EventOp], segment_bytes: u64) -> Vec<EventSpec> {
         event_type: 0,
         len: LenOp::Small(0),
         fill: 1,
+        extras: Default::default(),
     }];
     let events = match events {
         [] => &default[..],
@@ -454,6 +458,7 @@ fn event_specs(events: &[EventOp], segment_bytes: u64) -> Vec<EventSpec> {
                 }
             },
             fill: event.fill.max(1),
+            extras: Default::default(),
         })
         .collect()
 }
