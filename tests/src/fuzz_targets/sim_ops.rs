@@ -437,7 +437,6 @@ fn event_specs(events: &[EventOp], segment_bytes: u64) -> Vec<EventSpec> {
         event_type: 0,
         len: LenOp::Small(0),
         fill: 1,
-        extras: Default::default(),
     }];
     let events = match events {
         [] => &default[..],
