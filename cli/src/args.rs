@@ -104,7 +104,9 @@ pub enum Command {
     /// With --json, each line is one JSON object:
     /// {"version":1,"type":"T","at":"1970-01-01T00:00:00.000000000Z","at_unix_nanos":0,"data":"hi"}.
     /// When the data is not valid UTF-8, "data" is replaced by "data_hex",
-    /// the bytes in lowercase hex.
+    /// the bytes in lowercase hex. An event's id, metadata and content type
+    /// follow where it has them: "id" (32 lowercase hex digits),
+    /// "metadata" (or "metadata_hex", as the data) and "content_type".
     ///
     /// An unknown stream prints nothing and exits 0.
     Read {

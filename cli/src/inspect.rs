@@ -128,28 +128,46 @@ fn write_text(output: &mut dyn Write, event: &Event) -> io::Result<()> {
 
 /// `{"version":V,"type":T,"at":RFC3339,"at_unix_nanos":N,"data":D}`, where
 /// `data` is the data as a JSON string when it is valid UTF-8; otherwise
-/// the key is `data_hex` and the value the bytes in lowercase hex.
+/// the key is `data_hex` and the value the bytes in lowercase hex. An
+/// event's extras follow where it has them: `"id"` (32 lowercase hex
+/// digits), `"metadata"` (or `"metadata_hex"`, as the data) and
+/// `"content_type"`.
 pub(crate) fn write_json(output: &mut dyn Write, event: &Event) -> io::Result<()> {
-    let json_string = |text: &str| serde_json::to_string(text).expect("a str always serializes");
-    let data = match std::str::from_utf8(&event.data) {
-        Ok(text) => format!("\"data\":{}", json_string(text)),
-        Err(_) => {
-            let hex: String = event
-                .data
-                .iter()
-                .map(|byte| format!("{byte:02x}"))
-                .collect();
-            format!("\"data_hex\":\"{hex}\"")
-        }
-    };
+    let mut extras = String::new();
+    if let Some(id) = event.id() {
+        extras.push_str(&format!(",\"id\":\"{}\"", hex(&id)));
+    }
+    if !event.metadata().is_empty() {
+        extras.push_str(&format!(",{}", bytes_field("metadata", event.metadata())));
+    }
+    if let Some(content_type) = event.content_type() {
+        extras.push_str(&format!(",\"content_type\":{}", json_string(content_type)));
+    }
     writeln!(
         output,
-        "{{\"version\":{},\"type\":{},\"at\":\"{}\",\"at_unix_nanos\":{},{data}}}",
+        "{{\"version\":{},\"type\":{},\"at\":\"{}\",\"at_unix_nanos\":{},{}{extras}}}",
         event.version,
         json_string(&event.event_type),
         rfc3339_nanos(event.at),
-        event.at
+        event.at,
+        bytes_field("data", &event.data)
     )
+}
+
+fn json_string(text: &str) -> String {
+    serde_json::to_string(text).expect("a str always serializes")
+}
+
+/// `"KEY":"TEXT"` for bytes that are valid UTF-8, else `"KEY_hex":"HEX"`.
+fn bytes_field(key: &str, bytes: &[u8]) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => format!("\"{key}\":{}", json_string(text)),
+        Err(_) => format!("\"{key}_hex\":\"{}\"", hex(bytes)),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 /// `durlog streams`: the names of the streams starting with `prefix`,

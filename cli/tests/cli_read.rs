@@ -157,6 +157,47 @@ fn json_lines_parse_and_carry_every_field() {
     assert!(limited.starts_with("{\"version\":3,"));
 }
 
+/// An event's id, metadata and content type come in its JSON line, from
+/// `read` and from `tail`, where it has them; an event with none of them
+/// prints as before.
+#[test]
+fn json_lines_carry_an_events_extras() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = Log::open(dir.path(), Options::default()).expect("open");
+    let id: [u8; 16] = std::array::from_fn(|at| at as u8 * 17);
+    let events = [
+        durlog::Event::new("T", "one")
+            .with_id(id)
+            .with_metadata(&b"\xffmeta"[..])
+            .with_content_type("text/plain"),
+        durlog::Event::new("T", "two").with_metadata("{\"by\":\"ada\"}"),
+        durlog::Event::new("T", "three"),
+    ];
+    log.append("s", durlog::Expected::Any, &events)
+        .expect("append");
+    drop(log);
+    let path = dir.path().to_str().expect("UTF-8 path");
+    for (args, keys) in [
+        (&["read", path, "s", "--json"][..], 0),
+        (&["tail", path, "--json"][..], 2),
+    ] {
+        let values: Vec<serde_json::Value> = (read(args).lines())
+            .map(|line| serde_json::from_str(line).expect("each line is JSON"))
+            .collect();
+        assert_eq!(values.len(), 3, "{args:?}");
+        assert_eq!(
+            values[0]["id"], "00112233445566778899aabbccddeeff",
+            "{args:?}"
+        );
+        assert_eq!(values[0]["metadata_hex"], "ff6d657461", "{args:?}");
+        assert_eq!(values[0]["content_type"], "text/plain", "{args:?}");
+        assert_eq!(values[1]["metadata"], "{\"by\":\"ada\"}", "{args:?}");
+        assert!(values[1].get("id").is_none() && values[1].get("content_type").is_none());
+        let plain = values[2].as_object().expect("an object");
+        assert_eq!(plain.len(), 5 + keys, "{args:?}: {plain:?}");
+    }
+}
+
 #[test]
 fn unknown_stream_prints_nothing_and_succeeds() {
     let dir = tempfile::tempdir().expect("tempdir");
