@@ -41,9 +41,20 @@ pub mod sim;
 pub use posix::PosixVfs;
 #[cfg(feature = "sim")]
 pub use sim::{
-    CrashScript, Damage, Decision, FILE_BYTES_MAX, FaultConfig, FaultEvent, FaultKind, PAGE_BYTES,
-    ParseFaultError, SECTOR_BYTES, SimVfs, TraceEvent, TraceKind, injected_fault,
+    CrashScript, Damage, Decision, FILE_BYTES_MAX, FaultConfig, FaultEvent, FaultKind,
+    ParseFaultError, SimVfs, TraceEvent, TraceKind, injected_fault,
 };
+
+/// The unit in which the page cache writes a file back, and in which a
+/// power loss keeps or loses unsynced data: a 4 KiB page of a file reaches
+/// the disk whole or not at all. The simulated disk injects its faults
+/// by it, and recovery reasons by it (FORMAT.md, "Assumptions about the
+/// medium"): one definition for both.
+pub const PAGE_BYTES: u64 = 4096;
+
+/// The unit a torn write tears in: a write cut inside a sector leaves
+/// garbage at most to that sector's end, and the old bytes after it.
+pub const SECTOR_BYTES: u64 = 512;
 
 /// How [`Vfs::open`] opens a file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

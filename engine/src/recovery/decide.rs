@@ -40,6 +40,8 @@
 use std::convert::Infallible;
 use std::path::Path;
 
+use durlog_vfs::{PAGE_BYTES, SECTOR_BYTES};
+
 use crate::format::{
     HEADER_SEQ_FIELD, HEADER_SIZE, Header, RECORD_BYTES_MIN, inspect_batch, parse_record,
     single_bit_repair,
@@ -297,9 +299,6 @@ impl Scanner {
     }
 }
 
-/// The unit a torn write tears in: a write cut inside a sector leaves
-/// garbage at most to that sector's end, and old bytes after it.
-const SECTOR_BYTES: u64 = 512;
 
 /// Whether the seq field of a header at `offset` lies in one sector: only
 /// then does a tear leave it either whole, cut short to zeros, or cut and
@@ -406,10 +405,6 @@ fn record_at(bytes: &[u8], repair: bool) -> Option<(usize, bool)> {
     (same_seq && inspect_batch(record.payload).is_ok()).then_some((record.len, true))
 }
 
-/// The unit in which the page cache writes a file back, and in which a
-/// crash keeps or loses unsynced data (FORMAT.md, "Assumptions about the
-/// medium"): a 4 KiB page of the file reaches the disk whole or not at all.
-const PAGE_BYTES: u64 = 4096;
 
 /// A later record the torn last write cannot have put where it is, and why.
 /// That write put record `e` (`expected`) at the damage (`offset`) and

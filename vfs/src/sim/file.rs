@@ -26,10 +26,7 @@ use rand_chacha::ChaCha8Rng;
 use super::fault::FaultKind;
 use super::trace::path_hash;
 
-/// The page size the page cache tracks.
-pub const PAGE_BYTES: u64 = 4096;
-/// The unit a torn write is cut at (besides any byte).
-pub const SECTOR_BYTES: u64 = 512;
+pub(crate) use crate::{PAGE_BYTES, SECTOR_BYTES};
 /// The largest size a simulated file may reach: a bound on memory, since the
 /// whole file lives in memory twice. Writes and `set_len` beyond it fail
 /// with `FileTooLarge`.

@@ -179,7 +179,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 pub use fault::{Damage, FaultConfig, FaultKind, ParseFaultError, injected_fault};
 pub use fault_log::FaultEvent;
-pub use file::{FILE_BYTES_MAX, PAGE_BYTES, SECTOR_BYTES};
+pub use file::FILE_BYTES_MAX;
 pub use script::{CrashScript, Decision};
 pub use trace::{TraceEvent, TraceKind};
 
