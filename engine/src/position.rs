@@ -63,7 +63,7 @@ fn decode_slot(bytes: &[u8]) -> Option<Slot> {
     let crc = u32::from_le_bytes(bytes[24..SLOT_HEADER].try_into().expect("4 bytes"));
     let valid = bytes[..8] == MAGIC
         && crc == crc32c(&bytes[..24])
-        && bytes[SLOT_HEADER..].iter().all(|&byte| byte == 0);
+        && crate::format::all_zeros(&bytes[SLOT_HEADER..]);
     valid.then(|| Slot {
         generation: word(8),
         seq: word(16),

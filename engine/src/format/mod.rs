@@ -66,6 +66,18 @@ pub const RECORD_BYTES_MIN: u64 =
     (HEADER_SIZE + batch::BATCH_FIXED_BYTES + batch::EVENT_FIXED_BYTES) as u64;
 const _: () = assert!(RECORD_BYTES_MIN == 44);
 
+/// Whether `bytes` are all zeros, 64 at a time or-ed together where the
+/// compiler can do it in vector registers: zero tails run to megabytes
+/// (recovery's scan of a preallocated segment, the check of each group's
+/// padding), and a byte-at-a-time loop over them showed in profiles.
+pub(crate) fn all_zeros(bytes: &[u8]) -> bool {
+    let (chunks, rest) = bytes.as_chunks::<64>();
+    chunks
+        .iter()
+        .all(|chunk| chunk.iter().fold(0, |acc, &byte| acc | byte) == 0)
+        && rest.iter().all(|&byte| byte == 0)
+}
+
 /// The `N` bytes of the field at `at`, if `bytes` holds all of them.
 pub(crate) fn field<const N: usize>(bytes: &[u8], at: usize) -> Option<[u8; N]> {
     bytes.get(at..)?.first_chunk::<N>().copied()
@@ -101,6 +113,21 @@ pub(crate) fn put_field<const N: usize>(bytes: &mut [u8], at: usize, value: [u8;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One byte set anywhere, in a whole chunk of 64 or in the rest, is
+    /// seen; zeros of any length pass.
+    #[test]
+    fn all_zeros_sees_every_byte() {
+        for len in [0, 1, 63, 64, 65, 130] {
+            let zeros = vec![0u8; len];
+            assert!(all_zeros(&zeros), "{len} zeros");
+            for at in 0..len {
+                let mut bytes = zeros.clone();
+                bytes[at] = 0x80;
+                assert!(!all_zeros(&bytes), "{len} bytes, one set at {at}");
+            }
+        }
+    }
 
     #[test]
     fn fields_past_the_end_are_none() {

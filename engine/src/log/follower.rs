@@ -219,7 +219,7 @@ impl<V: Vfs> Follower<V> {
             let Some(next) = self.open_segment(self.next_seq)? else {
                 // Zeros or nothing at its place: a write in the making.
                 // Other bytes are damage if the log goes on past them.
-                if self.buf.iter().all(|&byte| byte == 0) {
+                if crate::format::all_zeros(&self.buf) {
                     break;
                 }
                 let Some(later) = self.later_segment(&commits)? else {

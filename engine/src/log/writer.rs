@@ -387,7 +387,7 @@ fn check_group_bytes(group: &Group, buf: &[u8], segment_bytes: u64) {
         "the group's records fill its bytes exactly"
     );
     assert!(
-        buf[records_end..].iter().all(|&byte| byte == 0),
+        crate::format::all_zeros(&buf[records_end..]),
         "only zeros follow a group's records"
     );
 }

@@ -174,7 +174,7 @@ impl Scanner {
         // Every rule below reads the evidence from one stable copy: a
         // flaky read must not hide the record that proves damage.
         let rest = stable_bytes(window, path, offset, bytes)?;
-        if rest.iter().all(|&byte| byte == 0) {
+        if crate::format::all_zeros(&rest) {
             let zeros = Tail::Zeros {
                 file: path.to_path_buf(),
                 offset,
@@ -299,7 +299,6 @@ impl Scanner {
     }
 }
 
-
 /// Whether the seq field of a header at `offset` lies in one sector: only
 /// then does a tear leave it either whole, cut short to zeros, or cut and
 /// followed by garbage to its last byte (a garbage run that stops at a
@@ -404,7 +403,6 @@ fn record_at(bytes: &[u8], repair: bool) -> Option<(usize, bool)> {
     let same_seq = Header::peek(bytes).is_some_and(|header| header.seq == record.seq);
     (same_seq && inspect_batch(record.payload).is_ok()).then_some((record.len, true))
 }
-
 
 /// A later record the torn last write cannot have put where it is, and why.
 /// That write put record `e` (`expected`) at the damage (`offset`) and
@@ -518,7 +516,7 @@ fn all_pages_kept(
             .iter()
             .filter(whole)
             .any(|later| later.at < end && start < later.at + later.len);
-        if !holds_a_record && rest[start..end].iter().all(|&byte| byte == 0) {
+        if !holds_a_record && crate::format::all_zeros(&rest[start..end]) {
             return None;
         }
     }
