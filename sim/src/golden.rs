@@ -390,8 +390,15 @@ fn check_files(
 }
 
 /// Whether `dir`'s table of streams (or of `consumers`) holds `tables` as
-/// FORMAT.md encodes it; no file holds none.
-pub fn holds_table(vfs: &SimVfs, dir: &Path, tables: &Tables, consumers: bool) -> bool {
+/// FORMAT.md encodes it; no file holds none. `undo` first puts back what
+/// faults changed in the file's bytes (none: as they are).
+pub fn holds_table(
+    vfs: &SimVfs,
+    dir: &Path,
+    tables: &Tables,
+    consumers: bool,
+    undo: impl FnOnce(&Path, &mut Vec<u8>),
+) -> bool {
     let (name, want, empty) = match consumers {
         true => (
             CONSUMERS_FILE_NAME,
@@ -404,8 +411,12 @@ pub fn holds_table(vfs: &SimVfs, dir: &Path, tables: &Tables, consumers: bool) -
             tables.entries.is_empty(),
         ),
     };
-    match vfs.file_contents(&dir.join(name)) {
-        Some(found) => found == want,
+    let path = dir.join(name);
+    match vfs.file_contents(&path) {
+        Some(mut found) => {
+            undo(&path, &mut found);
+            found == want
+        }
         None => empty,
     }
 }

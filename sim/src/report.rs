@@ -140,10 +140,14 @@ pub enum Excuse {
     /// A purge or a truncation failed with an I/O error: a failed fsync,
     /// a short write, ENOSPC, or a power loss during it.
     ChangeFailedOnFault,
+    /// A file opened as written though a bit flipped at rest in it: the
+    /// Open's read flipped the same bit back (its table kept, or a later
+    /// read-only scan refusing the damage).
+    FlippedBackOnOpen,
 }
 
 impl Excuse {
-    pub const ALL: [Excuse; 11] = [
+    pub const ALL: [Excuse; 12] = [
         Excuse::LastRecordFlippedAtRest,
         Excuse::MisdirectedCopyGone,
         Excuse::ReadOfDamagedRecord,
@@ -155,6 +159,7 @@ impl Excuse {
         Excuse::OpenFailedOnFault,
         Excuse::ScanFlippedOnRead,
         Excuse::ChangeFailedOnFault,
+        Excuse::FlippedBackOnOpen,
     ];
 
     /// What was accepted, and the fault and FORMAT.md rule that excuse it.
@@ -203,6 +208,10 @@ impl Excuse {
             Excuse::ChangeFailedOnFault => (
                 "changes failed",
                 "failed-fsync, short-write, no-space or crash during them: the state file left the log before or after them, never between (FORMAT.md, Retention and truncation)",
+            ),
+            Excuse::FlippedBackOnOpen => (
+                "damage read back",
+                "bit-flip-at-rest in a file, flipped back by a bit-flip-on-read of the same bit while Open read it: Open took the bytes as written, a later read of the file sees the damage (FORMAT.md, Recovery; Stream metadata and consumer positions)",
             ),
         }
     }

@@ -32,6 +32,9 @@ pub(crate) struct Evidence<'a> {
     /// The files a misdirected write hit, as recovery was about to read
     /// them (set by the runner for a reopen).
     pub(crate) before_open: Vec<(std::path::PathBuf, Vec<u8>)>,
+    /// The faults the disk injected during the Open just done (set by the
+    /// runner for a reopen).
+    pub(crate) open_faults: Vec<FaultEvent>,
     /// Where a duplicated write put a copy of a write over zeros: the only
     /// bytes past the last record a segment may hold but zeros (the copy
     /// is garbage, not damage; recovery truncates it as a repeated record).
@@ -39,6 +42,37 @@ pub(crate) struct Evidence<'a> {
 }
 
 impl<'a> Evidence<'a> {
+    /// Puts back in `bytes`, the file at `path`, each bit flipped at rest
+    /// there that a read during the Open just done flipped back: the Open
+    /// read those bytes as they were written (FORMAT.md, "Stream metadata
+    /// and consumer positions": a table is refused only when its bytes
+    /// show damage). The count of bits put back.
+    pub(crate) fn undo_flips_read_back(&self, path: &Path, bytes: &mut [u8]) -> u64 {
+        let mut undone = 0;
+        for damage in self.flips_read_back(path) {
+            if let (Some(byte), Some(bit)) = (bytes.get_mut(damage.offset as usize), damage.bit) {
+                *byte ^= 1 << bit;
+                undone += 1;
+            }
+        }
+        undone
+    }
+
+    /// The bits flipped at rest in the file at `path` that a read during
+    /// the Open just done flipped back.
+    pub(crate) fn flips_read_back(&self, path: &Path) -> impl Iterator<Item = &Damage> {
+        self.damage.iter().filter(move |damage| {
+            damage.kind == FaultKind::BitFlipAtRest
+                && damage.path == path
+                && self.open_faults.iter().any(|fault| {
+                    fault.kind == FaultKind::BitFlipOnRead
+                        && fault.path == damage.path
+                        && fault.offset == damage.offset
+                        && fault.bit == damage.bit
+                })
+        })
+    }
+
     pub(crate) fn new(vfs: &'a SimVfs, dir: &'a Path) -> Evidence<'a> {
         let mut damage = vfs.damage();
         damage.retain(|damage| damage.path.starts_with(dir));
@@ -55,6 +89,7 @@ impl<'a> Evidence<'a> {
             dir,
             damage,
             before_open: Vec::new(),
+            open_faults: Vec::new(),
             copies,
         }
     }

@@ -95,7 +95,7 @@ impl World<'_> {
                 Ok(log) => {
                     let faults = self.node.vfs.fault_log_since(mark);
                     excuse::no_read_error_swallowed(|| "Open".to_string(), &faults)?;
-                    return self.reopened(log);
+                    return self.reopened(log, faults);
                 }
                 Err(error) if self.node.vfs.is_halted() => {
                     note!(self, "      power loss during recovery: {error}");
@@ -189,7 +189,7 @@ impl World<'_> {
 
     /// The log opened: the oracle judges what recovery kept, then the run
     /// goes on with it.
-    fn reopened(&mut self, log: Log) -> Check {
+    fn reopened(&mut self, log: Log, open_faults: Vec<durlog_vfs::FaultEvent>) -> Check {
         note!(self, "      reopened: {:?}", log.recovery());
         self.result.count_recovery(
             log.recovery()
@@ -198,6 +198,7 @@ impl World<'_> {
         );
         let mut evidence = Evidence::new(&self.node.vfs, &self.node.dir);
         evidence.before_open = std::mem::take(&mut self.node.before_open);
+        evidence.open_faults = open_faults;
         let limits = self.limits();
         self.oracle
             .check_reopened(&log, &evidence, limits, self.final_reopen, &self.node.clock)?;
