@@ -247,8 +247,19 @@ impl Oracle {
                 first - 1
             ));
         }
+        self.check_history_and_applied(log, evidence, self.model.first_seq())
+    }
+
+    /// The whole log read as history, and from `applied_from` with the
+    /// streams' metadata applied (with no stream ever ruled, the two
+    /// reads are one).
+    fn check_history_and_applied(
+        &mut self,
+        log: &Log,
+        evidence: &Evidence<'_>,
+        applied_from: u64,
+    ) -> Check {
         self.check_read_all_through(log, evidence, &SubFilter::default())?;
-        // With no stream ever ruled, the two reads are one.
         if self.model.tables.ever.is_empty() {
             return Ok(());
         }
@@ -256,7 +267,7 @@ impl Oracle {
             applying_metadata: true,
             ..SubFilter::default()
         };
-        self.check_read_all_through(log, evidence, &applying)
+        self.check_read_all_from(log, evidence, &applying, applied_from)
     }
 
     /// `read_all_filtered` through `filter` from the first seq kept: in
@@ -409,15 +420,7 @@ impl Oracle {
         for (name, first_version) in firsts {
             self.read_and_check(log, &name, first_version, usize::MAX, evidence, clock)?;
         }
-        self.check_read_all_through(log, evidence, &SubFilter::default())?;
-        if self.model.tables.ever.is_empty() {
-            return Ok(());
-        }
-        let applying = SubFilter {
-            applying_metadata: true,
-            ..SubFilter::default()
-        };
-        self.check_read_all_from(log, evidence, &applying, from)
+        self.check_history_and_applied(log, evidence, from)
     }
 
     /// `stream` read from `from`, at most `limit` events, and checked.
