@@ -177,6 +177,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+pub use crate::{PAGE_BYTES, SECTOR_BYTES};
 pub use fault::{Damage, FaultConfig, FaultKind, ParseFaultError, injected_fault};
 pub use fault_log::FaultEvent;
 pub use file::FILE_BYTES_MAX;
