@@ -54,7 +54,8 @@ pub(crate) use self::{
     tables::{StreamMetadata, Tables},
 };
 pub(crate) use batch::{
-    batch_stream, decode_batch_where, encode_batch_at, event_ids, set_first_version,
+    batch_stream, decode_batch_where, encode_batch_at, event_ids, first_version_at,
+    set_first_version,
 };
 pub(crate) use record::HEADER_SEQ_FIELD;
 pub(crate) use repair::single_bit_repair;

@@ -43,8 +43,8 @@ use std::path::Path;
 use durlog_vfs::{PAGE_BYTES, SECTOR_BYTES};
 
 use crate::format::{
-    HEADER_SEQ_FIELD, HEADER_SIZE, Header, RECORD_BYTES_MIN, inspect_batch, parse_record,
-    single_bit_repair,
+    HEADER_SEQ_FIELD, HEADER_SIZE, Header, RECORD_BYTES_MIN, first_version_at, inspect_batch,
+    parse_record, single_bit_repair, u16_at,
 };
 use crate::segment::Window;
 
@@ -559,11 +559,11 @@ fn next_header_inside(
     })
 }
 
-/// Where the damaged record's batch keeps its first version: after the
-/// header, the stream name's u16 length and the name (FORMAT.md, "Batch").
+/// Where the damaged record's batch keeps its first version, by the
+/// stream name's length its payload starts with (FORMAT.md, "Batch").
 fn own_first_version_at(rest: &[u8]) -> Option<usize> {
-    let stream_len = rest.get(HEADER_SIZE..HEADER_SIZE + 2)?;
-    Some(HEADER_SIZE + 2 + usize::from(u16::from_le_bytes([stream_len[0], stream_len[1]])))
+    let stream_len = u16_at(rest, HEADER_SIZE)?;
+    Some(HEADER_SIZE + first_version_at(usize::from(stream_len)))
 }
 
 #[cfg(test)]

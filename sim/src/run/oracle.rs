@@ -293,8 +293,9 @@ impl Oracle {
         self.retryable = self.in_doubt.clone();
         let recovered = log.last_seq();
         let acked = self.model.last_seq();
-        let full_read = self.full_read_due() || final_reopen || !evidence.damage.is_empty();
-        let full_read = full_read || recovered < acked;
+        // The turn moves at every reopen, whatever else asks for a full read.
+        let turn = self.full_read_due();
+        let full_read = turn || final_reopen || !evidence.damage.is_empty() || recovered < acked;
         if recovered >= acked {
             let extra = (recovered - acked) as usize;
             if extra > self.in_doubt.len() {

@@ -97,7 +97,7 @@ const EXTRAS_KNOWN: u8 = HAS_ID | HAS_METADATA | HAS_CONTENT_TYPE;
 
 /// Where `first_version` sits in a batch whose stream name is `stream_len`
 /// bytes.
-const fn first_version_at(stream_len: usize) -> usize {
+pub(crate) const fn first_version_at(stream_len: usize) -> usize {
     STREAM_AT + stream_len + FIRST_VERSION_AFTER_STREAM
 }
 
