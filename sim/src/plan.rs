@@ -407,7 +407,7 @@ fn insert_changes(
                 .then(|| segment_bytes.min(1 << 16) * rng.random_range(2..6));
             retention.max_age = rng
                 .random_bool(0.4)
-                .then(|| std::time::Duration::from_nanos(rng.random_range(20..200) * 1_000_003));
+                .then(|| crate::run::clock::span(rng.random_range(20..200)));
         })
     })
 }

@@ -1,5 +1,5 @@
 //! The runner: executes one plan on a `SimVfs`, step by step, and hands
-//! every outcome to the oracle (`oracle.rs`).
+//! every outcome to the oracle (`oracle/`), whose methods live there.
 //!
 //! The engine is driven through the same state machine threads use
 //! (`Log::submit`, then `Log::commit_next_group`), with power losses
@@ -13,15 +13,16 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use durlog::{Error, Event, Expected, Log, NextSegment, Ticket};
 use durlog_vfs::{FaultKind, SimVfs};
 
 use crate::model::ModelEvent;
 use crate::plan::{Action, CrashSpec, EventSpec, ExpectedSpec, Plan, QuotaChange};
-use excuse::Evidence;
-use oracle::{Check, CommitFacts, Limits, Oracle, Submitted};
+use clock::Clock;
+use oracle::excuse::{self, Evidence};
+use oracle::{Check, CommitFacts, Limits, Oracle, SubFilter, Submitted};
 
 pub use crate::report::{Counters, CrashPoint, Recovery, SeedResult, Violation};
 
@@ -37,30 +38,18 @@ macro_rules! note {
 }
 
 mod change;
-mod excuse;
+pub(crate) mod clock;
 mod follow;
 mod oracle;
-mod reads;
 mod reopen;
 mod stores;
-mod tables;
 mod twins;
-pub(crate) use stores::Retried;
+pub(crate) use oracle::Retried;
 
 /// Where a simulated log lives. After a (rightly) refused corruption the
 /// run goes on with a fresh log in `LOG_DIR-1`, `LOG_DIR-2`, ..., so that
 /// the damage records of the old one excuse nothing in the new one.
 pub const LOG_DIR: &str = "/sim/log";
-
-/// Times the clock hands out: nanoseconds, never whole seconds, so a log
-/// that stored seconds would be caught.
-const CLOCK_BASE_NS: i64 = 1_700_000_000_123_456_789;
-const CLOCK_STEP_NS: i64 = 1_000_003;
-
-/// The time the run's clock reads at its `ticks`-th reading.
-pub(super) fn clock_at(ticks: i64) -> i64 {
-    CLOCK_BASE_NS + CLOCK_STEP_NS * ticks
-}
 
 /// How many times a reopen is retried when injected faults make it fail.
 const OPEN_ATTEMPTS_MAX: usize = 50;
@@ -123,7 +112,7 @@ pub fn run_plan_on(
 struct Node {
     vfs: SimVfs,
     log: Option<Log>,
-    clock: Arc<AtomicI64>,
+    clock: Clock,
     failpoint_armed: Arc<AtomicBool>,
     max_bytes: u64,
     /// The files a misdirected write hit, as recovery was about to read
@@ -160,14 +149,14 @@ impl Node {
 
     /// How many times the log has read the run's clock.
     fn ticks(&self) -> i64 {
-        self.clock.load(Ordering::SeqCst)
+        self.clock.ticks()
     }
 
     fn new(plan: &Plan, vfs: SimVfs) -> Node {
         Node {
             vfs,
             log: None,
-            clock: Arc::new(AtomicI64::new(0)),
+            clock: Clock::default(),
             failpoint_armed: Arc::new(AtomicBool::new(false)),
             max_bytes: plan.max_bytes,
             before_open: Vec::new(),
@@ -333,9 +322,9 @@ impl<'a> World<'a> {
             }
             Action::Subscribe { back, stream } => {
                 let prefix = stream.map_or_else(String::new, |stream| format!("s{stream}"));
-                let filter = follow::SubFilter {
+                let filter = SubFilter {
                     prefix,
-                    ..follow::SubFilter::default()
+                    ..SubFilter::default()
                 };
                 self.subscribe(*back, filter);
                 Ok(())
@@ -359,7 +348,7 @@ impl<'a> World<'a> {
             } => self.purge(*keep_percent, *crash),
             Action::Truncate { back, crash } => self.truncate(*back, *crash),
             Action::SubscribeAhead => {
-                self.subscribe(30, follow::SubFilter::default());
+                self.subscribe(30, SubFilter::default());
                 let newest = follow::lock(&self.node.followers).list.len() - 1;
                 self.poll(newest, 1)
             }
@@ -369,12 +358,12 @@ impl<'a> World<'a> {
                 type_prefix,
                 applying_metadata,
             } => {
-                let filter = follow::SubFilter {
+                let filter = SubFilter {
                     prefix: stream.map_or_else(String::new, |stream| format!("s{stream}")),
                     event_type: Some(self.plan.type_name(*event_type).to_owned()),
                     type_prefix: *type_prefix,
                     applying_metadata: *applying_metadata,
-                    ..follow::SubFilter::default()
+                    ..SubFilter::default()
                 };
                 self.read_filtered(&filter)
             }
@@ -455,7 +444,7 @@ impl<'a> World<'a> {
         self.result.counters.appends_submitted += 1;
         match self.log().submit(stream, expected, &events) {
             Ok(ticket) => {
-                let at = CLOCK_BASE_NS + CLOCK_STEP_NS * self.node.clock.load(Ordering::SeqCst);
+                let at = self.node.clock.now();
                 let events = events
                     .into_iter()
                     .map(|event| ModelEvent::acknowledged(event, at))
@@ -558,7 +547,7 @@ impl<'a> World<'a> {
     }
 
     /// A read of the whole log through `filter`, checked against the model.
-    fn read_filtered(&mut self, filter: &follow::SubFilter) -> Check {
+    fn read_filtered(&mut self, filter: &SubFilter) -> Check {
         self.result.counters.reads += 1;
         self.result.counters.filtered_reads += 1;
         let log = self

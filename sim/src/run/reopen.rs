@@ -10,12 +10,10 @@ use std::sync::atomic::Ordering;
 use durlog::{Error, Log, NextSegment, Options, recovery};
 use durlog_vfs::{FaultKind, SimVfs};
 
-use super::excuse::{self, Evidence};
 use super::follow;
 use super::oracle::Check;
-use super::{
-    CLOCK_BASE_NS, CLOCK_STEP_NS, CrashPoint, LOG_DIR, Node, OPEN_ATTEMPTS_MAX, Recovery, World,
-};
+use super::oracle::excuse::{self, Evidence};
+use super::{CrashPoint, LOG_DIR, Node, OPEN_ATTEMPTS_MAX, Recovery, World};
 use crate::plan::{CrashSpec, Plan};
 
 impl Node {
@@ -24,16 +22,14 @@ impl Node {
     /// and its sync (nothing of the group may reach one yet) and loses
     /// power there when armed.
     fn options(&self, plan: &Plan) -> Options {
-        let clock = Arc::clone(&self.clock);
+        let clock = self.clock.clone();
         let armed = Arc::clone(&self.failpoint_armed);
         let followers = Arc::clone(&self.followers);
         let vfs = self.vfs.clone();
         Options {
             segment_bytes: plan.segment_bytes,
             max_bytes: self.max_bytes,
-            now: Some(Arc::new(move || {
-                CLOCK_BASE_NS + CLOCK_STEP_NS * (clock.fetch_add(1, Ordering::SeqCst) + 1)
-            })),
+            now: Some(Arc::new(move || clock.read())),
             failpoint: Some(Arc::new(move |_name: &str| {
                 follow::lock(&followers).poll_during_commit();
                 if armed.swap(false, Ordering::SeqCst) {

@@ -3,22 +3,21 @@
 //! points, with power losses inside them; the appends a power loss left in
 //! doubt retried with `append_idempotent`, each landing exactly once; a
 //! consumer resuming from its recorded position and missing nothing. How
-//! the oracle judges a change to the tables is in `tables.rs`; reads are
+//! the oracle judges a change to the tables is in `oracle/tables.rs`, a
+//! retry and a resumed consumer in `oracle/stores.rs`; reads are
 //! checked against the model's tables by its own reading of the contract
-//! (`oracle.rs`, `model/tables.rs`).
+//! (`oracle/reads.rs`, `model/tables.rs`).
 
 use durlog::{Deletion, Error, Expected, Log};
 
 use crate::golden;
 use crate::model::{Deleted, Entry, IdsSay, ModelEvent};
 use crate::plan::{Action, CrashSpec};
-use crate::report::Excuse;
 
-use super::excuse::{self, Evidence};
-use super::follow::SubFilter;
-use super::oracle::{Check, Oracle, Submitted};
-use super::tables::{TableChange, consumer_name, metadata_of};
-use super::{CLOCK_STEP_NS, CrashPoint, World};
+use super::oracle::excuse::{self, Evidence};
+use super::oracle::tables::{TableChange, consumer_name, metadata_of};
+use super::oracle::{Check, Retry, SubFilter, Submitted};
+use super::{CrashPoint, World, clock};
 
 /// A metadata change as the plan gives it.
 #[derive(Clone, Copy, Debug)]
@@ -88,7 +87,7 @@ impl World<'_> {
                 .map(|back| version.saturating_sub(back).max(1)),
             max_age: change
                 .max_age_ticks
-                .map(|ticks| ticks * CLOCK_STEP_NS as u64),
+                .map(|ticks| clock::span(ticks).as_nanos() as u64),
             ..before
         };
         note!(
@@ -204,7 +203,7 @@ impl World<'_> {
             // before it, subscribers may poll between its write and sync.
             self.open_retention_window(golden::record_bytes(&submitted.stream, &submitted.events));
             let mark = self.node.vfs.fault_log_len();
-            let at = super::clock_at(self.node.ticks() + 1);
+            let at = clock::time_at(self.node.ticks() + 1);
             let outcome =
                 self.log()
                     .append_idempotent(&submitted.stream, Expected::Exact(base), &events);
@@ -303,7 +302,6 @@ impl World<'_> {
         (outcome, faulted)
     }
 
-    /// Whether the log shows `change` now; `None` once the power is lost.
     /// Hands a change's outcome to the oracle, with what the open log shows
     /// of it now; returns whether the change took effect.
     fn judge(
@@ -315,6 +313,7 @@ impl World<'_> {
         self.oracle.check_table_change(change, outcome, memory)
     }
 
+    /// Whether the log shows `change` now; `None` once the power is lost.
     fn in_memory(&self, change: &TableChange) -> Option<bool> {
         if self.node.vfs.is_halted() {
             return None;
@@ -339,165 +338,5 @@ impl World<'_> {
             return self.restart(CrashSpec::None);
         }
         Ok(())
-    }
-}
-
-/// An idempotent retry of `events` at version `base` of `stream`, the
-/// log's clock at `at` for its events.
-pub(crate) struct Retry<'a> {
-    pub(crate) stream: &'a str,
-    pub(crate) base: u64,
-    pub(crate) events: &'a [ModelEvent],
-    pub(crate) at: i64,
-    pub(crate) max_bytes: u64,
-    /// The log is poisoned after it.
-    pub(crate) poisoned: bool,
-}
-
-/// How an idempotent retry ended, as the model says it must.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Retried {
-    /// The append had landed: nothing written.
-    Landed,
-    /// It had not: written now.
-    Written,
-    /// Other events stand at its versions, the stream is deleted for
-    /// good, or it does not fit the quota.
-    Refused,
-    /// It failed on an injected fault.
-    Failed,
-}
-
-impl Oracle {
-    /// A consumer at `position` read the log from `position + 1`: every
-    /// record the model has after it, none skipped.
-    pub(crate) fn check_resume(
-        &mut self,
-        name: &str,
-        position: u64,
-        read: Result<Vec<durlog::Commit>, Error>,
-        evidence: &Evidence<'_>,
-        faults: &[durlog_vfs::FaultEvent],
-    ) -> Check {
-        if self.model.tables.consumers.get(name) != Some(&position) {
-            return Err(format!(
-                "consumer {name} at {position}, the model at {:?}",
-                self.model.tables.consumers.get(name)
-            ));
-        }
-        let from = position + 1;
-        match read {
-            Err(Error::Purged { first_seq })
-                if from < self.model.first_seq() && first_seq == self.model.first_seq() =>
-            {
-                Ok(())
-            }
-            Ok(commits) => {
-                let what = || format!("consumer {name} resuming after {position}");
-                excuse::no_read_error_swallowed(what, faults)?;
-                let mut next = from;
-                for commit in &commits {
-                    self.check_delivery(&mut next, &SubFilter::default(), commit)
-                        .map_err(|error| {
-                            format!("consumer {name} resuming after {position}: {error}")
-                        })?;
-                }
-                Ok(())
-            }
-            Err(error) => self.excuse_read_error(&error, evidence, faults),
-        }
-    }
-
-    /// An idempotent retry returned `outcome`: landed before (nothing
-    /// written), written now, or refused, exactly as the model says.
-    pub(crate) fn check_retry(
-        &mut self,
-        Retry {
-            stream,
-            base,
-            events,
-            at,
-            max_bytes,
-            poisoned,
-        }: Retry<'_>,
-        outcome: &Result<u64, Error>,
-        faulted: bool,
-        evidence: &Evidence<'_>,
-        faults: &[durlog_vfs::FaultEvent],
-    ) -> Result<Retried, String> {
-        let model = &self.model;
-        let version = model.version(stream);
-        let last = base + events.len() as u64;
-        let first_kept = model.purged_events(stream) + 1;
-        let kept = model.events(stream);
-        let stored = (base + 1 >= first_kept && version >= last).then(|| {
-            let from = (base + 1 - first_kept) as usize;
-            &kept[from..from + events.len()]
-        });
-        // Where every event has an id, the ids decide as in any append
-        // (FORMAT.md, "Extras"); the bytes only where some has none.
-        let said = model.ids_say(stream, events);
-        let by_ids = matches!(said, Some(IdsSay::Landed(_) | IdsSay::Partly));
-        let landed = said.is_none()
-            && stored.is_some_and(|stored| {
-                stored.iter().zip(events).all(|(stored, event)| {
-                    stored.event_type == event.event_type && stored.data == event.data
-                })
-            });
-        let hard = model.tables.is_hard_deleted(stream);
-        match outcome {
-            Err(Error::StreamDeleted { .. }) if hard => Ok(Retried::Refused),
-            Ok(returned) if said == Some(IdsSay::Landed(*returned)) && !hard => Ok(Retried::Landed),
-            Err(Error::VersionConflict { actual, .. })
-                if said == Some(IdsSay::Partly) && *actual == version && !hard =>
-            {
-                Ok(Retried::Refused)
-            }
-            Ok(returned) if *returned == last && landed && !hard => Ok(Retried::Landed),
-            Ok(returned) if *returned == last && version == base && !hard && !by_ids => {
-                let stamped = events
-                    .iter()
-                    .map(|event| crate::model::ModelEvent {
-                        at,
-                        ..event.clone()
-                    })
-                    .collect();
-                self.model.acknowledge(stream, stamped);
-                Ok(Retried::Written)
-            }
-            Err(Error::VersionConflict { actual, .. })
-                if !landed && version != base && *actual == version && !hard && !by_ids =>
-            {
-                Ok(Retried::Refused)
-            }
-            Err(Error::Quota { limit, needed })
-                if !landed
-                    && version == base
-                    && !hard
-                    && !by_ids
-                    && *limit == max_bytes
-                    && needed > limit =>
-            {
-                Ok(Retried::Refused)
-            }
-            Err(Error::Io(_)) if faulted => {
-                self.excuse(Excuse::AppendFailedOnFault, 1);
-                Ok(Retried::Failed)
-            }
-            // Its group failed before it wrote: a purge by the retention
-            // poisoned the log (as an append's outcome would say).
-            Err(Error::Poisoned) if poisoned && faulted => {
-                self.excuse(Excuse::AppendFailedOnFault, 1);
-                Ok(Retried::Failed)
-            }
-            // Reading what stands at its versions met damage.
-            Err(error @ Error::Corrupt { .. }) => {
-                self.excuse_read_error(error, evidence, faults)?;
-                Ok(Retried::Failed)
-            }
-            other => Err(format!(
-                "retrying {stream} at version {base} (now {version}, landed {landed}): {other:?}"
-            )),
-        }
     }
 }

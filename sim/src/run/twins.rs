@@ -23,9 +23,8 @@ use durlog::{Commit, Error, Follower, PositionFile};
 use durlog_vfs::SimVfs;
 
 use super::World;
-use super::excuse::{Evidence, explains_io_error};
-use super::follow::SubFilter;
-use super::oracle::Check;
+use super::oracle::excuse::{Evidence, explains_io_error};
+use super::oracle::{Check, SubFilter};
 
 /// The most twins a run keeps: a new one replaces the oldest.
 const TWINS_MAX: usize = 3;

@@ -14,10 +14,11 @@
 //! reading of `Expected`, its own encoder of the bytes and record sizes
 //! (`golden`), never the engine's. What readers see is judged in
 //! `reads.rs`, the tables beside the records in `tables.rs`, purges and
-//! truncations in `change.rs`.
+//! truncations in `change.rs`, retries and resumed consumers in
+//! `stores.rs`: each beside its runner's side of the same name in `run/`.
 
+use crate::run::clock::Clock;
 use std::collections::BTreeMap;
-use std::sync::atomic::AtomicI64;
 
 use durlog::{Error, Expected, Log, Tail, recovery};
 use durlog_vfs::FaultEvent;
@@ -26,8 +27,18 @@ use crate::golden;
 use crate::model::{IdsSay, Model, ModelEvent};
 use crate::report::Excuse;
 
-use super::change::{InDoubt, RetentionWindow};
-use super::excuse::{self, Evidence};
+mod change;
+pub(super) mod excuse;
+mod filter;
+mod reads;
+mod stores;
+pub(super) mod tables;
+
+use change::InDoubt;
+pub(crate) use change::{RetentionWindow, check_segment_names};
+use excuse::Evidence;
+pub(crate) use filter::SubFilter;
+pub(crate) use stores::{Retried, Retry};
 
 /// Logs up to this size have their bytes checked at every reopen (larger
 /// ones at the end of the run, and by `recovery::verify` at every reopen).
@@ -87,7 +98,7 @@ pub(crate) struct Oracle {
     /// their file's rename, in order: the model holds what the log shows
     /// now, the next reopen may show any of them undone, last first
     /// (`stores.rs`).
-    pub(super) table_in_doubt: Vec<super::tables::TableChange>,
+    pub(super) table_in_doubt: Vec<tables::TableChange>,
     /// The appends in doubt at the last reopen, for their clients to retry.
     pub(super) retryable: Vec<Submitted>,
     excused: BTreeMap<Excuse, u64>,
@@ -287,7 +298,7 @@ impl Oracle {
         evidence: &Evidence<'_>,
         limits: Limits,
         final_reopen: bool,
-        clock: &AtomicI64,
+        clock: &Clock,
     ) -> Check {
         self.resolve_in_doubt(log.first_seq(), log.last_seq())?;
         self.retryable = self.in_doubt.clone();

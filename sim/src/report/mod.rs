@@ -11,6 +11,10 @@ use durlog::{Error, Rule};
 use durlog_vfs::FaultKind;
 use serde::{Deserialize, Serialize};
 
+mod counters;
+
+pub use counters::Counters;
+
 /// Where a power loss struck.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -217,105 +221,7 @@ impl Excuse {
     }
 }
 
-/// Counts of what a run did. Serialized field by field into shard reports
-/// (`shard.rs`); a report missing a field is refused, not read as zero.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Counters {
-    /// Actions executed (one workload step each).
-    pub cycles: u64,
-    pub appends_submitted: u64,
-    pub appends_acked: u64,
-    pub conflicts: u64,
-    pub quota_refusals: u64,
-    pub io_failures: u64,
-    pub crashes: u64,
-    pub reopens: u64,
-    /// Reopens after which the oracle read every stream and the whole log
-    /// back through the engine (the others read back the records since
-    /// the reopen before: `RunOptions::full_checks`).
-    pub full_read_backs: u64,
-    pub reads: u64,
-    /// Of them, reads of the whole log through a filter (`ReadFiltered`).
-    pub filtered_reads: u64,
-    /// Largest size the log reached, in bytes.
-    pub log_bytes_max: u64,
-    /// Next segments prepared ahead of their roll.
-    pub segments_prepared: u64,
-    /// Records handed to subscribers, each checked.
-    pub deliveries: u64,
-    /// Records handed over by followers of the files (as in another
-    /// process), each checked; and how many times one started again
-    /// after a purge, a truncation or a fault.
-    pub file_deliveries: u64,
-    pub file_follower_restarts: u64,
-    /// Polls of a follower of the files after which it recorded its
-    /// position in its `PositionFile` (or tried to).
-    pub file_positions: u64,
-    /// Second openers beside the writer, each refused with the files left
-    /// as they were.
-    pub second_opens_refused: u64,
-    /// Purges that returned `Ok` having removed segments, by
-    /// `purge_before` and by the retention.
-    pub purges: u64,
-    pub retention_purges: u64,
-    /// Truncations that returned `Ok` having removed records, and those
-    /// refused (below the first seq kept).
-    pub truncations: u64,
-    pub truncations_refused: u64,
-    /// Changes to the tables that returned `Ok` having changed them.
-    pub metadata_changes: u64,
-    pub deletions: u64,
-    pub positions_recorded: u64,
-    /// Consumers resumed from their durable position, each checked.
-    pub resumptions: u64,
-    /// Idempotent retries: of an append that had landed (nothing
-    /// written), of one that had not (written now), refused.
-    pub retries_landed: u64,
-    pub retries_written: u64,
-    pub retries_refused: u64,
-    /// Appends whose events all carried ids the stream held: answered as
-    /// a retry that landed (nothing written), and refused as a conflict
-    /// (some of them held, or in another order).
-    pub ids_landed: u64,
-    pub ids_refused: u64,
-}
-
 impl Counters {
-    pub fn add(&mut self, other: &Counters) {
-        self.cycles += other.cycles;
-        self.appends_submitted += other.appends_submitted;
-        self.appends_acked += other.appends_acked;
-        self.conflicts += other.conflicts;
-        self.quota_refusals += other.quota_refusals;
-        self.io_failures += other.io_failures;
-        self.crashes += other.crashes;
-        self.reopens += other.reopens;
-        self.full_read_backs += other.full_read_backs;
-        self.reads += other.reads;
-        self.filtered_reads += other.filtered_reads;
-        self.log_bytes_max = self.log_bytes_max.max(other.log_bytes_max);
-        self.segments_prepared += other.segments_prepared;
-        self.deliveries += other.deliveries;
-        self.file_deliveries += other.file_deliveries;
-        self.file_follower_restarts += other.file_follower_restarts;
-        self.file_positions += other.file_positions;
-        self.second_opens_refused += other.second_opens_refused;
-        self.purges += other.purges;
-        self.retention_purges += other.retention_purges;
-        self.truncations += other.truncations;
-        self.truncations_refused += other.truncations_refused;
-        self.metadata_changes += other.metadata_changes;
-        self.deletions += other.deletions;
-        self.positions_recorded += other.positions_recorded;
-        self.resumptions += other.resumptions;
-        self.retries_landed += other.retries_landed;
-        self.retries_written += other.retries_written;
-        self.retries_refused += other.retries_refused;
-        self.ids_landed += other.ids_landed;
-        self.ids_refused += other.ids_refused;
-    }
-
     /// Counts an idempotent retry's outcome, once the oracle has accepted it.
     pub(crate) fn count_retry(&mut self, retried: crate::run::Retried) {
         use crate::run::Retried;
@@ -432,7 +338,7 @@ impl durlog_testbed::Tally for Tally {
     }
 
     fn write(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.fmt_counters(f)?;
+        self.counters.write(f)?;
         writeln!(f, "faults injected:")?;
         for kind in FaultKind::ALL {
             writeln!(
@@ -453,73 +359,6 @@ impl durlog_testbed::Tally for Tally {
 }
 
 impl Tally {
-    fn fmt_counters(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let c = &self.counters;
-        writeln!(f, "cycles      {} (workload steps)", c.cycles)?;
-        writeln!(
-            f,
-            "appends     {} submitted, {} acknowledged, {} version conflicts, {} over quota, {} failed on I/O",
-            c.appends_submitted, c.appends_acked, c.conflicts, c.quota_refusals, c.io_failures
-        )?;
-        let refused = self.excused(Excuse::ReadOfDamagedRecord)
-            + self.excused(Excuse::ReadFlippedTwice)
-            + self.excused(Excuse::ReadFailed);
-        writeln!(
-            f,
-            "reads       {} ({} of the whole log through filters; {refused} refused on injected faults, never with wrong data)",
-            c.reads, c.filtered_reads
-        )?;
-        writeln!(
-            f,
-            "crashes     {} power losses, {} reopens ({} with every stream read back, the others the records since the reopen before)",
-            c.crashes, c.reopens, c.full_read_backs
-        )?;
-        writeln!(f, "log size    up to {} bytes per seed", c.log_bytes_max)?;
-        writeln!(
-            f,
-            "segments    {} next segments prepared ahead of their roll",
-            c.segments_prepared
-        )?;
-        writeln!(
-            f,
-            "subscribers {} records delivered, each the next acknowledged one",
-            c.deliveries
-        )?;
-        writeln!(
-            f,
-            "followers   {} records handed over from the files, each checked; {} started again; {} positions recorded in their own files",
-            c.file_deliveries, c.file_follower_restarts, c.file_positions
-        )?;
-        writeln!(
-            f,
-            "openers     {} second openers beside the writer refused, no byte changed",
-            c.second_opens_refused
-        )?;
-        writeln!(
-            f,
-            "retention   {} purges ({} by the retention policy), {} truncations ({} refused below the first seq kept)",
-            c.purges + c.retention_purges,
-            c.retention_purges,
-            c.truncations,
-            c.truncations_refused
-        )?;
-        writeln!(
-            f,
-            "tables      {} metadata changes, {} deletions, {} consumer positions recorded, {} consumers resumed",
-            c.metadata_changes, c.deletions, c.positions_recorded, c.resumptions
-        )?;
-        writeln!(
-            f,
-            "retries     {} landed before (nothing written), {} written now, {} refused",
-            c.retries_landed, c.retries_written, c.retries_refused
-        )?;
-        writeln!(
-            f,
-            "event ids   {} appends whose ids the stream held answered as landed (nothing written), {} refused as held in part",
-            c.ids_landed, c.ids_refused
-        )
-    }
-
     fn excused(&self, excuse: Excuse) -> u64 {
         self.excused.get(&excuse).copied().unwrap_or(0)
     }

@@ -4,9 +4,8 @@
 //! as the model's tables show them (metadata, deletions), with the
 //! excuses of `excuse.rs` for a read that met damage.
 
+use crate::run::clock::{Clock, time_at};
 use std::collections::BTreeMap;
-use std::sync::atomic::AtomicI64;
-use std::sync::atomic::Ordering::SeqCst;
 
 use durlog::{Commit, Error, Event, Log};
 use durlog_vfs::FaultEvent;
@@ -14,8 +13,7 @@ use durlog_vfs::FaultEvent;
 use crate::model::{Extras, ModelEvent};
 
 use super::excuse::{self, Evidence};
-use super::follow::SubFilter;
-use super::oracle::{Check, Oracle};
+use super::{Check, Oracle, SubFilter};
 
 impl Oracle {
     /// Checks a read of `stream` from `from`, at most `limit` events;
@@ -74,10 +72,7 @@ impl Oracle {
                 let first = |now: i64| {
                     at_from + kept[at_from..].partition_point(|event| event.at < now - age)
                 };
-                (
-                    first(super::clock_at(clock.0 + 1)),
-                    first(super::clock_at(clock.1)),
-                )
+                (first(time_at(clock.0 + 1)), first(time_at(clock.1)))
             }
         };
         let start = match events.first() {
@@ -368,12 +363,7 @@ impl Oracle {
 
     /// Every stream reads back exactly as acknowledged, as its metadata
     /// and deletion show it; `streams()` lists those not deleted.
-    pub(crate) fn check_log(
-        &mut self,
-        log: &Log,
-        evidence: &Evidence<'_>,
-        clock: &AtomicI64,
-    ) -> Check {
+    pub(crate) fn check_log(&mut self, log: &Log, evidence: &Evidence<'_>, clock: &Clock) -> Check {
         self.check_bounds(log)?;
         let names = self.model.all_stream_names();
         let backward = names.get(self.log_checks % names.len().max(1)).cloned();
@@ -405,7 +395,7 @@ impl Oracle {
         &mut self,
         log: &Log,
         evidence: &Evidence<'_>,
-        clock: &AtomicI64,
+        clock: &Clock,
     ) -> Check {
         self.check_bounds(log)?;
         let from = (self.model.read_back_through() + 1).max(self.model.first_seq());
@@ -431,11 +421,11 @@ impl Oracle {
         from: u64,
         limit: usize,
         evidence: &Evidence<'_>,
-        clock: &AtomicI64,
+        clock: &Clock,
     ) -> Check {
-        let (mark, before) = (evidence.vfs.fault_log_len(), clock.load(SeqCst));
+        let (mark, before) = (evidence.vfs.fault_log_len(), clock.ticks());
         let got = log.read(stream, from, limit);
-        let ticks = (before, clock.load(SeqCst));
+        let ticks = (before, clock.ticks());
         let faults = evidence.vfs.fault_log_since(mark);
         self.check_read(stream, from, limit, got, evidence, &faults, ticks)
     }
@@ -485,11 +475,11 @@ impl Oracle {
         log: &Log,
         stream: &str,
         evidence: &Evidence<'_>,
-        clock: &AtomicI64,
+        clock: &Clock,
     ) -> Check {
-        let (mark, before) = (evidence.vfs.fault_log_len(), clock.load(SeqCst));
+        let (mark, before) = (evidence.vfs.fault_log_len(), clock.ticks());
         let got = log.read_backward(stream, u64::MAX, usize::MAX);
-        let ticks = (before, clock.load(SeqCst));
+        let ticks = (before, clock.ticks());
         let faults = evidence.vfs.fault_log_since(mark);
         let version = self.model.version(stream);
         let purged = version > 0

@@ -15,7 +15,7 @@ use crate::golden::{self, Copied, Placed, Placement};
 use crate::model::Model;
 use crate::report::Excuse;
 
-use super::oracle::Check;
+use super::Check;
 
 /// Where a record's header holds its seq (FORMAT.md, Record: the
 /// length, the CRC, then the seq).

@@ -17,7 +17,7 @@ use crate::plan::CONSUMERS;
 use crate::report::Excuse;
 
 use super::excuse::Evidence;
-use super::oracle::{Check, Oracle};
+use super::{Check, Oracle};
 
 /// A change to the tables: what it was before and would be after.
 #[derive(Clone, Debug)]
@@ -76,7 +76,7 @@ impl TableChange {
     }
 }
 /// The engine's metadata for a model entry.
-pub(super) fn metadata_of(entry: &Entry) -> StreamMetadata {
+pub(crate) fn metadata_of(entry: &Entry) -> StreamMetadata {
     let mut metadata = StreamMetadata::default();
     metadata.max_count = entry.max_count;
     metadata.truncate_before = entry.truncate_before;
@@ -246,7 +246,7 @@ impl Oracle {
 
     /// Whether the log shows `entry` for `stream`: its metadata, and its
     /// deletion as `stream_deletion` tells it.
-    pub(super) fn shows(&self, log: &Log, stream: &str, entry: &Entry) -> bool {
+    pub(crate) fn shows(&self, log: &Log, stream: &str, entry: &Entry) -> bool {
         let deletion = match entry.deleted {
             Some(Deleted::Hard) => Some(Deletion::Hard),
             Some(Deleted::Soft(at)) if self.model.version(stream) <= at => Some(Deletion::Soft),
