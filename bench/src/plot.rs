@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::{Result, anyhow};
 use plotters::prelude::*;
 
-use crate::report::Report;
+use crate::report::{Report, size_label, thousands};
 use crate::systems::{FLOOR_GROWING, FLOOR_PREALLOCATED};
 
 const COLORS: &[RGBColor] = &[
@@ -130,31 +130,6 @@ fn draw_panel(
         .draw()
         .map_err(err)?;
     Ok(())
-}
-
-pub fn size_label(size: usize) -> String {
-    if size >= 1024 && size.is_multiple_of(1024) {
-        format!("{} KiB", size / 1024)
-    } else {
-        format!("{size} B")
-    }
-}
-
-/// 12345.6 -> "12,346"; large values shortened to "1.2M".
-pub fn thousands(value: f64) -> String {
-    if value >= 10_000_000.0 {
-        return format!("{:.1}M", value / 1e6);
-    }
-    let whole = value.round() as u64;
-    let digits = whole.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 fn err<E: std::fmt::Debug>(error: E) -> anyhow::Error {

@@ -8,7 +8,6 @@ use serde::{Deserialize, Serialize};
 use crate::engine::{Memory, OpenRound};
 use crate::guard::Machine;
 use crate::harness::{Sample, median_spread};
-use crate::plot::{size_label, thousands};
 use crate::systems::{FLOOR_GROWING, FLOOR_PREALLOCATED};
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -401,4 +400,30 @@ impl Report {
             series.median_of(|s| Some(s.p99_us)).unwrap_or(f64::NAN),
         );
     }
+}
+
+/// An event size as the tables and the plot label it.
+pub fn size_label(size: usize) -> String {
+    if size >= 1024 && size.is_multiple_of(1024) {
+        format!("{} KiB", size / 1024)
+    } else {
+        format!("{size} B")
+    }
+}
+
+/// 12345.6 -> "12,346"; large values shortened to "1.2M".
+pub fn thousands(value: f64) -> String {
+    if value >= 10_000_000.0 {
+        return format!("{:.1}M", value / 1e6);
+    }
+    let whole = value.round() as u64;
+    let digits = whole.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }

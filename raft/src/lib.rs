@@ -40,6 +40,7 @@ pub mod meta;
 pub mod purge_limit;
 mod reader;
 pub mod repair;
+mod shared;
 pub mod snapshot_file;
 mod store;
 

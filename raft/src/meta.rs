@@ -42,7 +42,37 @@ use serde::{Deserialize, Serialize};
 
 use crate::Error;
 use crate::mapping::Anchor;
-use crate::repair::Reach;
+
+/// How far a log reached: an upper bound of its last entry's id, as
+/// `(term, index)`, ordered as Raft compares logs (term first).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Reach {
+    /// The term of the entry (or of the vote, an upper bound of it).
+    pub term: u64,
+    /// Its index.
+    pub index: u64,
+}
+
+impl Reach {
+    /// The reach of a log whose last entry is `log_id`.
+    pub fn of<NID: NodeId>(log_id: &LogId<NID>) -> Reach {
+        Reach {
+            term: log_id.leader_id.term,
+            index: log_id.index,
+        }
+    }
+
+    /// True if a log whose last entry is `last` is at least this far.
+    pub fn is_covered_by<NID: NodeId>(self, last: Option<&LogId<NID>>) -> bool {
+        last.is_some_and(|last| Reach::of(last) >= self)
+    }
+}
+
+impl std::fmt::Display for Reach {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "T{}-{}", self.term, self.index)
+    }
+}
 
 /// The file's name in the store's directory.
 pub const META_FILE_NAME: &str = "raft.meta";
@@ -284,7 +314,7 @@ mod tests {
             vote: Some(Vote::new_committed(7, 2)),
             last_purged: Some(LogId::new(CommittedLeaderId::new(6, 1), 41)),
             anchor: Anchor { seq: 30, index: 42 },
-            repair: Some(crate::repair::Reach { term: 7, index: 50 }),
+            repair: Some(super::Reach { term: 7, index: 50 }),
         }
     }
 

@@ -27,7 +27,7 @@ use durlog::Log;
 use openraft::{AnyError, RaftLogId, RaftLogReader, RaftTypeConfig, StorageError, StorageIOError};
 
 use crate::mapping::Anchor;
-use crate::store::{Shared, read};
+use crate::shared::{Shared, read};
 use crate::{Error, codec};
 
 /// Reads entries of a [`LogStore`](crate::LogStore); cheap to clone.

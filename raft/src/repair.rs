@@ -120,9 +120,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use durlog::vfs::{OpenMode, Vfs, read_exact_at};
 use durlog::{HEADER_SIZE, Log, Options, Tuning, decode_batch, parse_record};
-use openraft::{LogId, NodeId, RaftLogId, RaftTypeConfig};
-use serde::{Deserialize, Serialize};
+use openraft::{LogId, RaftLogId, RaftTypeConfig};
 
+pub use crate::meta::Reach;
 use crate::meta::{META_FILE_NAME, MetaBody, MetaFile, decode as decode_meta};
 use crate::reader::read_entries;
 use crate::{Error, LOG_DIR_NAME};
@@ -133,37 +133,6 @@ pub const QUARANTINE_DIR_NAME: &str = "quarantine";
 /// A log damaged in more places than this is refused: each round moves
 /// aside at least one segment, so this bounds a repair, not a log.
 const REPAIR_ROUNDS_MAX: usize = 1024;
-
-/// How far a log reached: an upper bound of its last entry's id, as
-/// `(term, index)`, ordered as Raft compares logs (term first).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct Reach {
-    /// The term of the entry (or of the vote, an upper bound of it).
-    pub term: u64,
-    /// Its index.
-    pub index: u64,
-}
-
-impl Reach {
-    /// The reach of a log whose last entry is `log_id`.
-    pub fn of<NID: NodeId>(log_id: &LogId<NID>) -> Reach {
-        Reach {
-            term: log_id.leader_id.term,
-            index: log_id.index,
-        }
-    }
-
-    /// True if a log whose last entry is `last` is at least this far.
-    pub fn is_covered_by<NID: NodeId>(self, last: Option<&LogId<NID>>) -> bool {
-        last.is_some_and(|last| Reach::of(last) >= self)
-    }
-}
-
-impl std::fmt::Display for Reach {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "T{}-{}", self.term, self.index)
-    }
-}
 
 /// Whether the node may take part in elections: closed while a repair is
 /// under way. The application's network consults it (see the module doc).

@@ -27,10 +27,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use durlog::vfs::{OpenMode, Vfs, read_exact_at};
-use openraft::{BasicNode, SnapshotMeta};
+use openraft::{BasicNode, NodeId, SnapshotMeta};
 
 use crate::Error;
-use crate::events::NodeId;
 
 /// The file's name in the store's directory.
 pub const SNAPSHOT_FILE_NAME: &str = "sm.snapshot";
@@ -42,8 +41,10 @@ const HEADER_BYTES: usize = 24;
 /// stream); a larger length is damage, refused before allocating.
 const BODY_BYTES_MAX: u64 = 1 << 30;
 
-/// A snapshot as saved: its meta and its bytes.
-pub type Saved = (SnapshotMeta<NodeId, BasicNode>, Vec<u8>);
+/// A snapshot as saved: its meta and its bytes. Generic in the node id
+/// (the events state machine's is `u64`), so that this file's format
+/// needs nothing of the state machine that keeps it.
+pub type Saved<NID = u64> = (SnapshotMeta<NID, BasicNode>, Vec<u8>);
 
 /// The snapshot file of one state machine.
 #[derive(Clone)]
@@ -71,7 +72,7 @@ impl SnapshotFile {
     }
 
     /// The snapshot saved last, if any.
-    pub fn load(&self) -> Result<Option<Saved>, Error> {
+    pub fn load<NID: NodeId>(&self) -> Result<Option<Saved<NID>>, Error> {
         let path = self.dir.join(SNAPSHOT_FILE_NAME);
         let bytes = match self.vfs.open(&path, OpenMode::ReadOnly) {
             Ok(file) => {
@@ -91,7 +92,7 @@ impl SnapshotFile {
     }
 
     /// Makes `saved` the snapshot durably; returns once it is.
-    pub fn save(&self, saved: &Saved) -> Result<(), Error> {
+    pub fn save<NID: NodeId>(&self, saved: &Saved<NID>) -> Result<(), Error> {
         let body = postcard::to_allocvec(saved).map_err(Error::Codec)?;
         let mut bytes = Vec::with_capacity(HEADER_BYTES + body.len());
         bytes.extend_from_slice(MAGIC);
@@ -115,7 +116,7 @@ impl SnapshotFile {
 }
 
 /// The snapshot in `bytes`, or why they are not a snapshot file.
-fn decode(bytes: &[u8]) -> Result<Saved, String> {
+fn decode<NID: NodeId>(bytes: &[u8]) -> Result<Saved<NID>, String> {
     let Some((header, body)) = bytes.split_first_chunk::<HEADER_BYTES>() else {
         return Err(format!("{} bytes, shorter than the header", bytes.len()));
     };

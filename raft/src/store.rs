@@ -35,50 +35,11 @@ use crate::meta::{MetaBody, MetaFile};
 use crate::purge_limit::PurgeLimit;
 use crate::reader::{LogReader, read_entries};
 use crate::repair::{self, RepairGate, RepairReport};
+use crate::shared::{Shared, View, read};
 use crate::{Error, codec};
 
 /// The durlog log's directory inside the store's.
 pub const LOG_DIR_NAME: &str = "log";
-
-/// What readers may see; see the module doc.
-#[derive(Clone, Debug)]
-pub(crate) struct View<NID: openraft::NodeId> {
-    pub anchor: Anchor,
-    pub last_purged: Option<LogId<NID>>,
-    /// The last entry's id, or `last_purged` if no entry follows it.
-    pub last_log_id: Option<LogId<NID>>,
-}
-
-impl<NID: openraft::NodeId> View<NID> {
-    /// The first index not purged.
-    pub fn after_purged(&self) -> u64 {
-        self.last_purged
-            .as_ref()
-            .map_or(0, |purged| purged.index + 1)
-    }
-
-    /// The first index a record may hold: not purged, and not before the
-    /// anchor (a log's first entry may come after index 0).
-    pub fn first_index(&self) -> u64 {
-        self.after_purged().max(self.anchor.index)
-    }
-
-    /// True if the log holds no entry that is not purged.
-    pub fn is_empty(&self) -> bool {
-        self.end_index() <= self.first_index()
-    }
-
-    /// The index after the last entry (where the next append goes).
-    pub fn end_index(&self) -> u64 {
-        self.last_log_id.as_ref().map_or(0, |last| last.index + 1)
-    }
-}
-
-/// The log and the view, shared by the store and its readers.
-pub(crate) struct Shared<NID: openraft::NodeId> {
-    pub log: Log,
-    pub view: RwLock<View<NID>>,
-}
 
 /// Where a store runs the disk work of its writes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -125,10 +86,6 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic in a blocking task fails the call that ran it; the state it
     // guards is only ever replaced whole, after the disk work succeeded.
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-pub(crate) fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    lock.read().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {

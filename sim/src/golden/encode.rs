@@ -1,0 +1,307 @@
+//! The oracle's own encoder of every file FORMAT.md defines, written
+//! without the engine's code: a record (its header, payload and extras,
+//! with its own CRC-32C table), a table of stream metadata or consumer
+//! positions, the state file. The model keeps each acknowledged record as
+//! these bytes, and the layout check (`golden/mod.rs`) holds the files to
+//! them.
+
+use crate::model::event::{Extras, ModelEvent};
+use crate::model::tables::{Deleted, Tables};
+
+/// CRC-32C's table for the reflected polynomial 0x82F63B78.
+const CRC_TABLE: [u32; 256] = {
+    let mut table = [0u32; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        let mut crc = byte as u32;
+        let mut bit = 0;
+        while bit < 8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0x82F6_3B78
+            } else {
+                crc >> 1
+            };
+            bit += 1;
+        }
+        table[byte] = crc;
+        byte += 1;
+    }
+    table
+};
+
+fn crc32c(parts: &[&[u8]]) -> u32 {
+    let mut crc = !0u32;
+    for part in parts {
+        for &byte in *part {
+            crc = CRC_TABLE[((crc ^ u32::from(byte)) & 0xFF) as usize] ^ (crc >> 8);
+        }
+    }
+    !crc
+}
+
+/// Where an encoding goes: into bytes, or only into a count of them, so
+/// that a record's size and its bytes come from one encoder.
+trait Sink {
+    fn put(&mut self, bytes: &[u8]);
+}
+
+impl Sink for Vec<u8> {
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+}
+
+/// Counts the bytes an encoding would write.
+struct Length(u64);
+
+impl Sink for Length {
+    fn put(&mut self, bytes: &[u8]) {
+        self.0 += bytes.len() as u64;
+    }
+}
+
+/// A record's header: payload length, CRC-32C over seq and payload, seq.
+fn header(sink: &mut impl Sink, payload_bytes: u32, crc: u32, seq: u64) {
+    sink.put(&payload_bytes.to_le_bytes());
+    sink.put(&crc.to_le_bytes());
+    sink.put(&seq.to_le_bytes());
+}
+
+/// A record's payload: the batch of one append's events, each followed by
+/// its extras where any event of the batch has some (the count's top bit
+/// says so).
+fn payload(sink: &mut impl Sink, stream: &str, first_version: u64, events: &[ModelEvent]) {
+    let with_extras = events.iter().any(|event| !event.extras.is_empty());
+    sink.put(&(stream.len() as u16).to_le_bytes());
+    sink.put(stream.as_bytes());
+    sink.put(&first_version.to_le_bytes());
+    let count = events.len() as u32 | if with_extras { 1 << 31 } else { 0 };
+    sink.put(&count.to_le_bytes());
+    for event in events {
+        sink.put(&(event.event_type.len() as u16).to_le_bytes());
+        sink.put(event.event_type.as_bytes());
+        sink.put(&event.at.to_le_bytes());
+        sink.put(&(event.data.len() as u32).to_le_bytes());
+        sink.put(&event.data);
+        if with_extras {
+            extras(sink, &event.extras);
+        }
+    }
+}
+
+/// An event's extras: which of them it has (bit 0 id, bit 1 metadata,
+/// bit 2 content type), then each that it has.
+fn extras(sink: &mut impl Sink, extras: &Extras) {
+    let has_metadata = !extras.metadata.is_empty();
+    let flags = u8::from(extras.id.is_some())
+        | u8::from(has_metadata) << 1
+        | u8::from(extras.content_type.is_some()) << 2;
+    sink.put(&[flags]);
+    if let Some(id) = &extras.id {
+        sink.put(id);
+    }
+    if has_metadata {
+        sink.put(&(extras.metadata.len() as u32).to_le_bytes());
+        sink.put(&extras.metadata);
+    }
+    if let Some(content_type) = &extras.content_type {
+        sink.put(&(content_type.len() as u16).to_le_bytes());
+        sink.put(content_type.as_bytes());
+    }
+}
+
+/// The record bytes FORMAT.md gives for one append.
+pub fn record(seq: u64, stream: &str, first_version: u64, events: &[ModelEvent]) -> Vec<u8> {
+    let mut batch = Vec::new();
+    payload(&mut batch, stream, first_version, events);
+    let mut out = Vec::new();
+    let crc = crc32c(&[&seq.to_le_bytes(), &batch]);
+    header(&mut out, batch.len() as u32, crc, seq);
+    out.extend_from_slice(&batch);
+    out
+}
+
+/// The seq and length of the valid record (its length fits, its CRC over
+/// seq and payload matches) at the front of `bytes`, by FORMAT.md.
+pub fn parse(bytes: &[u8]) -> Option<(u64, usize)> {
+    let len = u32::from_le_bytes(bytes.get(0..4)?.try_into().ok()?) as usize;
+    let crc = u32::from_le_bytes(bytes.get(4..8)?.try_into().ok()?);
+    let seq = bytes.get(8..16)?;
+    let payload = bytes.get(16..16usize.checked_add(len)?)?;
+    (crc32c(&[seq, payload]) == crc).then(|| {
+        (
+            u64::from_le_bytes(seq.try_into().expect("8 bytes")),
+            16 + len,
+        )
+    })
+}
+
+/// The size of the record [`record`] gives for one append, without
+/// encoding it (seq, version and times do not change a record's size).
+pub fn record_bytes(stream: &str, events: &[ModelEvent]) -> u64 {
+    let mut length = Length(0);
+    header(&mut length, 0, 0, 0);
+    payload(&mut length, stream, 0, events);
+    length.0
+}
+
+/// The table of stream metadata FORMAT.md gives for `tables`, if it has
+/// an entry (a log that never had one has no file).
+pub fn streams_file(tables: &Tables) -> Vec<u8> {
+    table(b"DURLOGSM", tables.entries.iter(), |out, entry| {
+        let numbers = [
+            entry.max_count,
+            entry.max_age,
+            entry.truncate_before,
+            match entry.deleted {
+                Some(Deleted::Soft(at)) => Some(at),
+                _ => None,
+            },
+        ];
+        let flags = numbers
+            .iter()
+            .enumerate()
+            .map(|(bit, number)| u8::from(number.is_some()) << bit)
+            .sum::<u8>()
+            | u8::from(entry.deleted == Some(Deleted::Hard)) << 4;
+        out.put(&[flags]);
+        for number in numbers {
+            out.put(&number.unwrap_or(0).to_le_bytes());
+        }
+    })
+}
+
+/// The table of consumer positions FORMAT.md gives for `tables`.
+pub fn consumers_file(tables: &Tables) -> Vec<u8> {
+    table(b"DURLOGCP", tables.consumers.iter(), |out, seq| {
+        out.put(&seq.to_le_bytes())
+    })
+}
+
+fn table<'a, V: 'a>(
+    magic: &[u8; 8],
+    entries: impl ExactSizeIterator<Item = (&'a String, &'a V)>,
+    value: impl Fn(&mut Vec<u8>, &V),
+) -> Vec<u8> {
+    let mut body = Vec::new();
+    body.put(&(entries.len() as u32).to_le_bytes());
+    for (name, entry) in entries {
+        body.put(&(name.len() as u16).to_le_bytes());
+        body.put(name.as_bytes());
+        value(&mut body, entry);
+    }
+    let mut out = magic.to_vec();
+    out.put(&1u32.to_le_bytes());
+    out.put(&crc32c(&[&body]).to_le_bytes());
+    out.put(&body);
+    out
+}
+
+/// The state file FORMAT.md gives for a log whose first kept record is
+/// `first_seq`, with no truncation under way, whose streams stood at
+/// `purged` (by name) before it.
+pub fn state_file(first_seq: u64, purged: &std::collections::BTreeMap<String, u64>) -> Vec<u8> {
+    let mut body = Vec::new();
+    body.put(&first_seq.to_le_bytes());
+    body.put(&u64::MAX.to_le_bytes());
+    body.put(&(purged.len() as u32).to_le_bytes());
+    for (name, version) in purged {
+        body.put(&(name.len() as u16).to_le_bytes());
+        body.put(name.as_bytes());
+        body.put(&version.to_le_bytes());
+    }
+    let mut out = b"DURLOGST".to_vec();
+    out.put(&1u32.to_le_bytes());
+    out.put(&crc32c(&[&body]).to_le_bytes());
+    out.put(&body);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model::{Extras, ModelEvent};
+
+    fn event(event_type: &str, data: &[u8]) -> ModelEvent {
+        ModelEvent {
+            event_type: event_type.to_owned(),
+            data: data.to_vec(),
+            at: 0,
+            extras: Extras::default(),
+        }
+    }
+
+    /// The worked example of FORMAT.md, computed independently of the engine.
+    #[test]
+    fn golden_example() {
+        let bytes = super::record(1, "s", 1, &[event("T", b"hi")]);
+        assert_eq!(bytes.len(), 48);
+        assert_eq!(super::record_bytes("s", &[event("T", b"hi")]), 48);
+        assert_eq!(
+            &bytes[..16],
+            &[
+                0x20, 0, 0, 0, 0x5e, 0x1a, 0x72, 0x0b, 1, 0, 0, 0, 0, 0, 0, 0
+            ]
+        );
+        assert_eq!(super::crc32c(&[b"123456789"]), 0xE306_9283);
+        // The state file's worked example (FORMAT.md), and the engine's
+        // encoder agreeing with this one.
+        let purged = [("s".to_owned(), 2)].into();
+        let state = super::state_file(3, &purged);
+        assert_eq!(state.len(), 36 + 2 + 1 + 8);
+        assert_eq!(&state[..12], b"DURLOGST\x01\0\0\0");
+        let engine = durlog::LogState {
+            first_seq: 3,
+            truncate_after: None,
+            purged_versions: purged,
+        };
+        assert_eq!(state, engine.encode());
+        for data in ["one", "two", "three"] {
+            let events = [event("t", data.as_bytes())];
+            assert_eq!(super::record(1, "s", 1, &events).len(), 46 + data.len());
+            assert_eq!(super::record_bytes("s", &events), 46 + data.len() as u64);
+        }
+    }
+
+    /// Events with extras (an id, metadata, a content type, each alone and
+    /// all three) are encoded as the engine encodes them, and a batch
+    /// with none of them as before extras existed.
+    #[test]
+    fn extras_as_the_engine_encodes_them() {
+        let plain = durlog::Event::new("T", "hi");
+        let engine_events = [
+            plain.clone().with_id([7; 16]),
+            plain.clone().with_metadata("m"),
+            plain.clone().with_content_type("text/plain"),
+            plain
+                .clone()
+                .with_id([9; 16])
+                .with_metadata("meta")
+                .with_content_type("a/b"),
+            plain.clone(),
+        ];
+        let model: Vec<ModelEvent> = (engine_events.iter())
+            .map(|event| {
+                let mut event = event.clone();
+                event.at = 5;
+                ModelEvent::acknowledged(event, 5)
+            })
+            .collect();
+        let mut engine = Vec::new();
+        let at_five: Vec<durlog::Event> = (engine_events.iter())
+            .map(|event| {
+                let mut event = event.clone();
+                event.at = 5;
+                event
+            })
+            .collect();
+        durlog::append_record(&mut engine, 3, &durlog::encode_batch("s", 2, &at_five));
+        assert_eq!(super::record(3, "s", 2, &model), engine);
+        assert_eq!(super::record_bytes("s", &model), engine.len() as u64);
+        let none = [event("T", b"hi")];
+        assert_eq!(
+            super::record(1, "s", 1, &none).len(),
+            48,
+            "no extras, as before"
+        );
+    }
+}
