@@ -34,10 +34,10 @@ P=[
 ("13-trust-retried-fsync","SPEC 7.13: retrying a failed fsync and trusting it",[
  ("engine/src/log/writer.rs","            .and_then(|()| settings.failpoint(FAILPOINT_AFTER_WRITE))\n            .and_then(|()| file.sync_data());","            .and_then(|()| settings.failpoint(FAILPOINT_AFTER_WRITE))\n            .and_then(|()| file.sync_data().or_else(|_| file.sync_data()));")]),
 ("14-misplaced-as-torn","Recovery as it was before misplacement was refused: only a valid record with a higher seq at the damage counts; the rest is a torn tail",[
- ("engine/src/recovery/decide.rs","            && claims_a_later_seq(claimed, expected)\n","            && false\n"),
- ("engine/src/recovery/decide.rs","        let (misplaced, why) = misplaced(rest, offset, expected, &later_records)?;","        let (misplaced, why) = misplaced(rest, offset, expected, &later_records).filter(|_| false)?;")]),
+ ("engine/src/recovery/decide.rs","(seq_field_in_one_sector(offset) && claims_a_later_seq(claimed, expected))","(seq_field_in_one_sector(offset) && false)"),
+ ("engine/src/recovery/decide.rs","misplaced(rest, offset, expected, damage.later_records())?;","misplaced(rest, offset, expected, damage.later_records()).filter(|_| false)?;")]),
 ("15-truncate-at-first-damage","Recovery that truncates the last segment at its first damage, whatever follows it",[
- ("engine/src/recovery/decide.rs","        let expected = self.next_seq;\n        if claims_an_older_seq(","        let expected = self.next_seq;\n        if expected > 0 {\n            return None;\n        }\n        if claims_an_older_seq(")]),
+ ("engine/src/recovery/decide.rs","        let (rule, reason) = (DECISION_LIST.iter())\n","        let (rule, reason) = (DECISION_LIST.iter())\n            .filter(|(rule, _)| !rule.refuses() || *rule == Rule::Sealed)\n")]),
 ("16-deliver-before-sync","Subscriptions: a group delivered (and acknowledged) before its sync",[
  ("engine/src/log/writer.rs","            .and_then(|()| settings.failpoint(FAILPOINT_AFTER_WRITE))\n            .and_then(|()| file.sync_data());","            .and_then(|()| settings.failpoint(FAILPOINT_AFTER_WRITE));"),
  ("engine/src/log/mod.rs","        self.recycle_payloads(&mut members);\n        let mut shared = lock(&self.shared);","        if let Some(writer) = &self.writer\n            && let Some(file) = &writer.lock().file\n        {\n            let _ = file.sync_data();\n        }\n        self.recycle_payloads(&mut members);\n        let mut shared = lock(&self.shared);")]),

@@ -3,52 +3,25 @@
 //! the writer's lock, for the roll to rename (FORMAT.md, "The next
 //! segment, prepared ahead"). A log's own thread does it
 //! (`NextSegment::Background`), or the caller (`NextSegment::OnCall`).
+//!
+//! The state it changes is the writer's (`writer::Next`, under the
+//! writer's lock) and the thread's handle (`writer::Preparer`); this file
+//! holds the writer side's methods that prepare, and nothing the writer
+//! needs back.
 
 use std::io;
 
 use durlog_vfs::OpenMode;
 
 use super::settings::NextSegment;
-use super::writer::{Writer, WriterSide};
+use super::writer::{Next, Preparer, Writer, WriterSide};
+use crate::sync::lock;
 use crate::sync::thread::{self, JoinHandle};
-use crate::sync::{Mutex, Rank, lock};
 
 /// The next segment's zeros are written and synced this much at a time:
 /// a writer's sync that meets the preparation's waits for one piece's
 /// flush, not the whole file's.
 const ZERO_PIECE_BYTES: u64 = 128 << 10;
-
-/// Where the next segment's preparation stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Next {
-    /// Not wanted yet (the active segment is less than half full).
-    Idle,
-    /// Wanted: the active segment is half full.
-    Wanted,
-    /// Being written, this long: the length counts against the quota.
-    Preparing(u64),
-    /// Zeros of this length, synced, at `Settings::next_path`.
-    Ready(u64),
-    /// Preparing failed; not tried again before the next roll.
-    Failed,
-}
-
-impl Next {
-    /// Bytes the next segment's file takes on disk (or will, once written).
-    pub fn reserved(self) -> u64 {
-        match self {
-            Next::Preparing(len) | Next::Ready(len) => len,
-            Next::Idle | Next::Wanted | Next::Failed => 0,
-        }
-    }
-}
-
-/// The thread that prepares segments, once started.
-pub(crate) struct Preparer {
-    /// Lock rank `Rank::PreparerThread` (see `Log`): taken under the
-    /// writer's lock when a segment first gets half full.
-    thread: Mutex<Option<JoinHandle<()>>>,
-}
 
 impl WriterSide {
     /// Once the active segment is half full, asks for the next one; called
@@ -155,14 +128,6 @@ impl WriterSide {
             self.wanted.notify_all();
             // A panic there has been reported by the thread itself.
             let _ = thread.join();
-        }
-    }
-}
-
-impl Default for Preparer {
-    fn default() -> Preparer {
-        Preparer {
-            thread: Mutex::new(Rank::PreparerThread, None),
         }
     }
 }

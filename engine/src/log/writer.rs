@@ -16,8 +16,8 @@ use crate::error::Error;
 use crate::format::{append_record, inspect_batch, parse_record};
 
 use super::group::{Group, GroupFailure};
-use super::preparer::{Next, Preparer};
 use super::settings::{FAILPOINT_AFTER_WRITE, Settings};
+use crate::sync::thread::JoinHandle;
 use crate::sync::{AtomicU64, Condvar, Mutex, MutexGuard, Ordering, Rank, lock};
 
 /// The writer's state and what preparing the next segment needs, shared
@@ -36,6 +36,46 @@ pub(crate) struct WriterSide {
     pub preparer: Preparer,
     /// This side itself, for the preparing thread to hold.
     pub this: Weak<WriterSide>,
+}
+
+/// Where the next segment's preparation stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Not wanted yet (the active segment is less than half full).
+    Idle,
+    /// Wanted: the active segment is half full.
+    Wanted,
+    /// Being written, this long: the length counts against the quota.
+    Preparing(u64),
+    /// Zeros of this length, synced, at `Settings::next_path`.
+    Ready(u64),
+    /// Preparing failed; not tried again before the next roll.
+    Failed,
+}
+
+impl Next {
+    /// Bytes the next segment's file takes on disk (or will, once written).
+    pub fn reserved(self) -> u64 {
+        match self {
+            Next::Preparing(len) | Next::Ready(len) => len,
+            Next::Idle | Next::Wanted | Next::Failed => 0,
+        }
+    }
+}
+
+/// The thread that prepares segments, once started.
+pub(crate) struct Preparer {
+    /// Lock rank `Rank::PreparerThread` (see `Log`): taken under the
+    /// writer's lock when a segment first gets half full.
+    pub thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Default for Preparer {
+    fn default() -> Preparer {
+        Preparer {
+            thread: Mutex::new(Rank::PreparerThread, None),
+        }
+    }
 }
 
 /// A prepared next segment, renamed into place: its handle, and its

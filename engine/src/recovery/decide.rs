@@ -19,7 +19,8 @@
 //! | [`Rule::Repeated`] | none of the above, and a valid record at `d` with a seq below `e` | repeated record: truncate |
 //! | [`Rule::Torn`] | none of the above | torn tail: truncate |
 //!
-//! The rules are tried in this order, each on one stable copy of the bytes
+//! The rules are tried in this order (`DECISION_LIST`, from the zero tail
+//! on), each on one stable copy of the bytes
 //! (read until two reads agree), and the first that applies decides.
 //! The later records the rules that look beyond `d` weigh are the valid
 //! records (CRC and batch) after `d` whose seq is at least `e`; an older seq would
@@ -37,6 +38,7 @@
 //! truncated. That takes a foreign record with a future seq at a place a
 //! crash exposes; FORMAT.md lists it.)
 
+use std::cell::OnceCell;
 use std::convert::Infallible;
 use std::path::Path;
 
@@ -149,6 +151,45 @@ struct LaterRecord {
     repaired: bool,
 }
 
+/// What the rules read: the damage in the last segment, the bytes from it
+/// to the end of the file (one stable copy), and the later records among
+/// them, found once for the rules that weigh them.
+struct Damage<'a> {
+    rest: &'a [u8],
+    offset: u64,
+    /// The seq the chain expects at `offset`.
+    expected: u64,
+    defect: &'a Defect,
+    later: OnceCell<Vec<LaterRecord>>,
+}
+
+impl Damage<'_> {
+    fn later_records(&self) -> &[LaterRecord] {
+        self.later
+            .get_or_init(|| later_records(self.rest, self.offset, self.expected))
+    }
+}
+
+/// A rule's test: the reason it gives, if it applies.
+type Applies = fn(&Scanner, &Damage<'_>) -> Option<String>;
+
+/// FORMAT.md's decision list from the zero tail on, as data: the rules
+/// that read the bytes after the damage, in the order they are tried; the
+/// first that applies decides. ([`Rule::Structure`] and [`Rule::Sealed`]
+/// come first and read no bytes: the scan and [`Scanner::decide`] take
+/// them.) Tested against [`Rule::ALL`] and both tables.
+const DECISION_LIST: [(Rule, Applies); 7] = [
+    (Rule::ZeroTail, |_, damage| {
+        crate::format::all_zeros(damage.rest).then(String::new)
+    }),
+    (Rule::SeqAtDamage, Scanner::seq_at_damage),
+    (Rule::BeyondGroup, Scanner::beyond_group),
+    (Rule::SingleBit, Scanner::single_bit),
+    (Rule::Misplaced, Scanner::misplaced_record),
+    (Rule::Repeated, Scanner::repeated),
+    (Rule::Torn, |_, damage| Some(damage.defect.to_string())),
+];
+
 impl Scanner {
     /// Decides what damage at `offset` means, as the module doc's table
     /// says: the tail's state and the rule that decided it, or a refusal.
@@ -174,105 +215,115 @@ impl Scanner {
         // Every rule below reads the evidence from one stable copy: a
         // flaky read must not hide the record that proves damage.
         let rest = stable_bytes(window, path, offset, bytes)?;
-        if crate::format::all_zeros(&rest) {
-            let zeros = Tail::Zeros {
-                file: path.to_path_buf(),
-                offset,
-                bytes,
-            };
-            return Ok((zeros, Rule::ZeroTail));
-        }
-        if let Some((rule, reason)) = self.refusal(&rest, offset, &defect) {
-            return Err(corrupt(rule, path, offset, reason));
-        }
-        let (rule, reason) = match parse_record(&rest) {
-            Ok(record) if record.seq < self.next_seq => {
-                durlog_vfs::mark!("recovery: a repeated record truncated");
-                (
-                    Rule::Repeated,
-                    format!(
-                        "a valid record with seq {} stands where seq {} belongs: a stale or repeated copy of an earlier record, garbage a crash leaves",
-                        record.seq, self.next_seq
-                    ),
-                )
-            }
-            _ => (Rule::Torn, defect.to_string()),
-        };
-        let torn = Tail::Torn {
-            file: path.to_path_buf(),
+        let damage = Damage {
+            rest: &rest,
             offset,
-            bytes,
-            reason,
-            may_be_acknowledged: self.repaired_by_one_bit(&rest).is_some(),
+            expected: self.next_seq,
+            defect: &defect,
+            later: OnceCell::new(),
         };
-        Ok((torn, rule))
+        let (rule, reason) = (DECISION_LIST.iter())
+            .find_map(|(rule, applies)| Some((*rule, applies(self, &damage)?)))
+            .expect("the list's last rule, torn, always applies");
+        let file = path.to_path_buf();
+        match rule {
+            Rule::ZeroTail => Ok((
+                Tail::Zeros {
+                    file,
+                    offset,
+                    bytes,
+                },
+                rule,
+            )),
+            rule if rule.refuses() => Err(corrupt(rule, path, offset, reason)),
+            rule => {
+                let may_be_acknowledged = self.repaired_by_one_bit(&rest).is_some();
+                let torn = Tail::Torn {
+                    file,
+                    offset,
+                    bytes,
+                    reason,
+                    may_be_acknowledged,
+                };
+                Ok((torn, rule))
+            }
+        }
     }
 
-    /// The first refusing rule that applies to `rest` (the damaged record
-    /// at `offset` and everything after it), with the reason it gives.
-    fn refusal(&self, rest: &[u8], offset: u64, defect: &Defect) -> Option<(Rule, String)> {
-        let expected = self.next_seq;
+    /// [`Rule::SeqAtDamage`]: a valid record at the damage, or a header a
+    /// tear cannot spell, claims a seq above the expected one.
+    fn seq_at_damage(&self, damage: &Damage<'_>) -> Option<String> {
+        let (rest, offset, expected) = (damage.rest, damage.offset, damage.expected);
         if claims_an_older_seq(rest, offset, expected) {
             durlog_vfs::mark!("recovery: an older seq at the damage passed over");
         }
         if let Ok(record) = parse_record(rest)
             && record.seq > expected
         {
-            return Some((
-                Rule::SeqAtDamage,
-                format!(
-                    "a valid record with seq {} stands where seq {expected} belongs: a misplaced or misdirected write, not a torn one; acknowledged data is damaged",
-                    record.seq
-                ),
+            return Some(format!(
+                "a valid record with seq {} stands where seq {expected} belongs: a misplaced or misdirected write, not a torn one; acknowledged data is damaged",
+                record.seq
             ));
         }
-        if let Some(claimed) = Header::peek(rest).map(|header| header.seq)
-            && seq_field_in_one_sector(offset)
-            && claims_a_later_seq(claimed, expected)
-        {
-            return Some((
-                Rule::SeqAtDamage,
-                format!(
-                    "{defect}, and its header claims seq {claimed} where seq {expected} belongs: the start of another record, a misplaced or misdirected write, not a torn one; acknowledged data is damaged"
-                ),
-            ));
-        }
-        let later_records = later_records(rest, offset, expected);
-        if let Some(later) = later_records
-            .iter()
-            .find(|later| (later.at + later.len) as u64 > self.group_bytes_max)
-        {
-            return Some((
-                Rule::BeyondGroup,
-                format!(
-                    "{defect}, yet a valid record (seq {}) lies at offset {}, beyond what one torn write can reach: acknowledged data is damaged",
-                    later.seq,
-                    offset + later.at as u64
-                ),
-            ));
-        }
-        if let Some(flipped_bit) = self.single_bit_flip_before_valid_record(rest) {
-            return Some((
-                Rule::SingleBit,
-                format!(
-                    "{defect}; flipping bit {flipped_bit} of this record makes it valid and a valid record follows it, so it was synced: a bit flipped at rest in acknowledged data"
-                ),
-            ));
-        }
-        let (misplaced, why) = misplaced(rest, offset, expected, &later_records)?;
-        Some((
-            Rule::Misplaced,
+        let claimed = Header::peek(rest).map(|header| header.seq)?;
+        (seq_field_in_one_sector(offset) && claims_a_later_seq(claimed, expected)).then(|| {
             format!(
-                "{defect}, yet a {} with seq {} lies at offset {}, where the torn last write cannot have put it ({why}): a misplaced or misdirected write; acknowledged data is damaged",
-                if misplaced.repaired {
-                    "record valid but for one flipped bit"
-                } else {
-                    "valid record"
-                },
-                misplaced.seq,
-                offset + misplaced.at as u64
-            ),
+                "{}, and its header claims seq {claimed} where seq {expected} belongs: the start of another record, a misplaced or misdirected write, not a torn one; acknowledged data is damaged",
+                damage.defect
+            )
+        })
+    }
+
+    /// [`Rule::BeyondGroup`]: a later record ends past the group window.
+    fn beyond_group(&self, damage: &Damage<'_>) -> Option<String> {
+        let later = (damage.later_records().iter())
+            .find(|later| (later.at + later.len) as u64 > self.group_bytes_max)?;
+        Some(format!(
+            "{}, yet a valid record (seq {}) lies at offset {}, beyond what one torn write can reach: acknowledged data is damaged",
+            damage.defect,
+            later.seq,
+            damage.offset + later.at as u64
         ))
+    }
+
+    /// [`Rule::SingleBit`]: one flipped bit makes the damaged record the
+    /// expected one, and the next follows it.
+    fn single_bit(&self, damage: &Damage<'_>) -> Option<String> {
+        let flipped_bit = self.single_bit_flip_before_valid_record(damage.rest)?;
+        Some(format!(
+            "{}; flipping bit {flipped_bit} of this record makes it valid and a valid record follows it, so it was synced: a bit flipped at rest in acknowledged data",
+            damage.defect
+        ))
+    }
+
+    /// [`Rule::Misplaced`]: a later record where the torn write cannot
+    /// have put it.
+    fn misplaced_record(&self, damage: &Damage<'_>) -> Option<String> {
+        let (rest, offset, expected) = (damage.rest, damage.offset, damage.expected);
+        let (misplaced, why) = misplaced(rest, offset, expected, damage.later_records())?;
+        Some(format!(
+            "{}, yet a {} with seq {} lies at offset {}, where the torn last write cannot have put it ({why}): a misplaced or misdirected write; acknowledged data is damaged",
+            damage.defect,
+            if misplaced.repaired {
+                "record valid but for one flipped bit"
+            } else {
+                "valid record"
+            },
+            misplaced.seq,
+            offset + misplaced.at as u64
+        ))
+    }
+
+    /// [`Rule::Repeated`]: a valid record with an older seq at the damage.
+    fn repeated(&self, damage: &Damage<'_>) -> Option<String> {
+        let record = parse_record(damage.rest).ok()?;
+        (record.seq < self.next_seq).then(|| {
+            durlog_vfs::mark!("recovery: a repeated record truncated");
+            format!(
+                "a valid record with seq {} stands where seq {} belongs: a stale or repeated copy of an earlier record, garbage a crash leaves",
+                record.seq, self.next_seq
+            )
+        })
     }
 
     /// The damaged record at the front of `bytes`, repaired by one bit, if
@@ -568,7 +619,39 @@ fn own_first_version_at(rest: &[u8]) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::claims_a_later_seq;
+    use super::{DECISION_LIST, Rule, claims_a_later_seq};
+
+    /// The decision list that recovery runs is the one both tables give,
+    /// in the same order: [`Rule::ALL`], the module doc's table (by
+    /// variant) and FORMAT.md's (by name). A rule moved in one place
+    /// alone fails here.
+    #[test]
+    fn the_rules_run_in_the_order_the_tables_give() {
+        let run: Vec<Rule> = [Rule::Structure, Rule::Sealed]
+            .into_iter()
+            .chain(DECISION_LIST.iter().map(|(rule, _)| *rule))
+            .collect();
+        assert_eq!(run, Rule::ALL, "Rule::ALL");
+        let tabled = &Rule::ALL[1..];
+        let source = include_str!("decide.rs");
+        let module_doc: Vec<Rule> = (source.lines())
+            .filter_map(|line| {
+                let name = line.strip_prefix("//! | [`Rule::")?.split('`').next()?;
+                Rule::ALL
+                    .into_iter()
+                    .find(|rule| format!("{rule:?}") == name)
+            })
+            .collect();
+        assert_eq!(module_doc, tabled, "the module doc's table");
+        let format_md = include_str!("../../../FORMAT.md");
+        let format_table: Vec<Rule> = (format_md.lines())
+            .filter_map(|line| {
+                let name = line.strip_prefix("| ")?.split(" |").next()?;
+                Rule::ALL.into_iter().find(|rule| rule.name() == name)
+            })
+            .collect();
+        assert_eq!(format_table, tabled, "FORMAT.md's decision list");
+    }
 
     /// A tear inside the seq field leaves the expected seq's low bytes and
     /// zeros: that is the expected record cut short, never a later one; an
