@@ -206,50 +206,35 @@ pub fn read_exact_at(file: &dyn VfsFile, buf: &mut [u8], offset: u64) -> io::Res
     Ok(())
 }
 
-impl<V: Vfs + ?Sized> Vfs for std::sync::Arc<V> {
-    fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn VfsFile>> {
-        (**self).open(path, mode)
-    }
-    fn list_dir(&self, dir: &Path) -> io::Result<Vec<DirEntry>> {
-        (**self).list_dir(dir)
-    }
-    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
-        (**self).create_dir_all(dir)
-    }
-    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        (**self).sync_dir(dir)
-    }
-    fn remove_file(&self, path: &Path) -> io::Result<()> {
-        (**self).remove_file(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        (**self).rename(from, to)
-    }
-    fn lock_file(&self, path: &Path) -> io::Result<Box<dyn FileLock>> {
-        (**self).lock_file(path)
-    }
+/// A `Vfs` behind a pointer is that `Vfs`: every method forwarded, written
+/// once for each pointer.
+macro_rules! forward_vfs {
+    ($($pointer:ident)::+) => {
+        impl<V: Vfs + ?Sized> Vfs for $($pointer)::+<V> {
+            fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn VfsFile>> {
+                (**self).open(path, mode)
+            }
+            fn list_dir(&self, dir: &Path) -> io::Result<Vec<DirEntry>> {
+                (**self).list_dir(dir)
+            }
+            fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+                (**self).create_dir_all(dir)
+            }
+            fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+                (**self).sync_dir(dir)
+            }
+            fn remove_file(&self, path: &Path) -> io::Result<()> {
+                (**self).remove_file(path)
+            }
+            fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+                (**self).rename(from, to)
+            }
+            fn lock_file(&self, path: &Path) -> io::Result<Box<dyn FileLock>> {
+                (**self).lock_file(path)
+            }
+        }
+    };
 }
 
-impl<V: Vfs + ?Sized> Vfs for Box<V> {
-    fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn VfsFile>> {
-        (**self).open(path, mode)
-    }
-    fn list_dir(&self, dir: &Path) -> io::Result<Vec<DirEntry>> {
-        (**self).list_dir(dir)
-    }
-    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
-        (**self).create_dir_all(dir)
-    }
-    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        (**self).sync_dir(dir)
-    }
-    fn remove_file(&self, path: &Path) -> io::Result<()> {
-        (**self).remove_file(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        (**self).rename(from, to)
-    }
-    fn lock_file(&self, path: &Path) -> io::Result<Box<dyn FileLock>> {
-        (**self).lock_file(path)
-    }
-}
+forward_vfs!(std::sync::Arc);
+forward_vfs!(Box);
