@@ -161,12 +161,19 @@ struct Damage<'a> {
     expected: u64,
     defect: &'a Defect,
     later: OnceCell<Vec<LaterRecord>>,
+    /// The damaged record repaired by one bit (its length and the bit),
+    /// found once for the rule that weighs it and the torn tail's report.
+    repaired: OnceCell<Option<(usize, u64)>>,
 }
 
 impl Damage<'_> {
     fn later_records(&self) -> &[LaterRecord] {
         self.later
             .get_or_init(|| later_records(self.rest, self.offset, self.expected))
+    }
+
+    fn repaired_by_one_bit(&self, scanner: &Scanner) -> Option<(usize, u64)> {
+        *(self.repaired).get_or_init(|| scanner.repaired_by_one_bit(self.rest))
     }
 }
 
@@ -221,6 +228,7 @@ impl Scanner {
             expected: self.next_seq,
             defect: &defect,
             later: OnceCell::new(),
+            repaired: OnceCell::new(),
         };
         let (rule, reason) = (DECISION_LIST.iter())
             .find_map(|(rule, applies)| Some((*rule, applies(self, &damage)?)))
@@ -237,7 +245,7 @@ impl Scanner {
             )),
             rule if rule.refuses() => Err(corrupt(rule, path, offset, reason)),
             rule => {
-                let may_be_acknowledged = self.repaired_by_one_bit(&rest).is_some();
+                let may_be_acknowledged = damage.repaired_by_one_bit(self).is_some();
                 let torn = Tail::Torn {
                     file,
                     offset,
@@ -289,7 +297,7 @@ impl Scanner {
     /// [`Rule::SingleBit`]: one flipped bit makes the damaged record the
     /// expected one, and the next follows it.
     fn single_bit(&self, damage: &Damage<'_>) -> Option<String> {
-        let flipped_bit = self.single_bit_flip_before_valid_record(damage.rest)?;
+        let flipped_bit = self.single_bit_flip_before_valid_record(damage)?;
         Some(format!(
             "{}; flipping bit {flipped_bit} of this record makes it valid and a valid record follows it, so it was synced: a bit flipped at rest in acknowledged data",
             damage.defect
@@ -337,14 +345,15 @@ impl Scanner {
             .then_some((record.len, bit))
     }
 
-    /// If `bytes` (a damaged record and what follows it) become a valid
+    /// If the damaged record (at the front of `damage.rest`) becomes a valid
     /// record by flipping one bit, and that record is the one the chain
     /// expects, and a valid record with the next seq follows it: the bit
     /// (counted from the record's start) that flipped. A torn write leaves
     /// a prefix, or loses whole pages; it does not flip one bit of a record
     /// and leave the next record intact.
-    fn single_bit_flip_before_valid_record(&self, bytes: &[u8]) -> Option<u64> {
-        let (len, bit) = self.repaired_by_one_bit(bytes)?;
+    fn single_bit_flip_before_valid_record(&self, damage: &Damage<'_>) -> Option<u64> {
+        let (len, bit) = damage.repaired_by_one_bit(self)?;
+        let bytes = damage.rest;
         let next = parse_record(bytes.get(len..)?).ok()?;
         (next.seq == self.next_seq + 1 && inspect_batch(next.payload).is_ok()).then_some(bit)
     }
