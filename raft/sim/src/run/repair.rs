@@ -30,9 +30,8 @@ use openraft::LogId;
 use super::Cluster;
 use super::parts::{Held, Watch};
 use crate::check::Violation;
-use crate::config::SimConfig;
+use crate::config::{STORE_DIR, SimConfig};
 use crate::excuse::Injected;
-use crate::node::STORE_DIR;
 
 impl Cluster<'_> {
     /// After node `id` started: what its open repaired. Drops the claims a
