@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
+use durlog_testbed::SubSeeds;
 use openraft::{Config, SnapshotPolicy};
 use serde::{Deserialize, Serialize};
 
@@ -24,6 +25,12 @@ use crate::plan::Plan;
 use crate::tally::Tally;
 use crate::trace::Trace;
 use parts::{Clients, Faults, Later, Membership, Repairs, Timers};
+
+/// The names of a run's sub-seeds (durlog-testbed's `SubSeeds`): each part
+/// draws from its own, so that drawing more from one never shifts what
+/// another draws. `tests::sub_seeds_are_pinned` pins their values.
+const EXECUTOR_SEED: &str = "executor";
+const NETWORK_SEED: &str = "network";
 
 /// Polls within one instant beyond which the run is a livelock.
 const POLLS_PER_INSTANT_MAX: u64 = 2_000_000;
@@ -70,7 +77,7 @@ pub(crate) struct Cluster<'p> {
 /// trace's lines if `trace`.
 pub fn run(plan: &Plan, keep: Option<&[bool]>, trace: bool) -> Outcome {
     let traced = Trace::new(trace);
-    let exec = Executor::new(plan.seed ^ 0x005e_ed0f_e1ec_7104);
+    let exec = Executor::new(SubSeeds::new(plan.seed).named(EXECUTOR_SEED));
     if trace {
         exec.record_timers();
     }
@@ -122,7 +129,11 @@ fn raft_config(plan: &Plan) -> Arc<Config> {
 
 impl<'p> Cluster<'p> {
     fn new(plan: &'p Plan, exec: Executor, trace: Trace) -> Cluster<'p> {
-        let net = Network::new(plan.seed ^ 0x0e7_5eed, plan.net.clone(), trace.clone());
+        let net = Network::new(
+            SubSeeds::new(plan.seed).named(NETWORK_SEED),
+            plan.net.clone(),
+            trace.clone(),
+        );
         let nodes: BTreeMap<u64, Node> = plan
             .node_ids()
             .map(|id| {
@@ -422,5 +433,28 @@ impl<'p> Cluster<'p> {
             simulated_ns,
             trace,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use durlog_testbed::SubSeeds;
+
+    use super::{EXECUTOR_SEED, NETWORK_SEED};
+    use crate::exec::{HARNESS, owner_seed};
+
+    /// Every sub-seed a run derives, pinned for seed 42 (the values from
+    /// an independent Python implementation of the testbed's hashes): a
+    /// change to one moves every seed's run, and the digests and seeds
+    /// raft/sim/README.md quotes with it.
+    #[test]
+    fn sub_seeds_are_pinned() {
+        let seeds = SubSeeds::new(42);
+        let executor = seeds.named(EXECUTOR_SEED);
+        assert_eq!(executor, 0x692f_f011_29fd_34e0);
+        assert_eq!(seeds.named(NETWORK_SEED), 0x3737_a5ce_3f25_fe76);
+        assert_eq!(owner_seed(executor, HARNESS), 0x8004_8484_a9c2_6daa);
+        assert_eq!(owner_seed(executor, 1), 0xaaf6_aa4b_78a2_a54f);
+        assert_eq!(owner_seed(executor, 5), 0xbc3c_b9d6_5685_545c);
     }
 }
