@@ -1,5 +1,7 @@
 //! The type configuration of a simulated node: durlog-raft's events types
-//! on the simulator's runtime.
+//! on the simulator's runtime, and where a node keeps its store (here, so
+//! that `excuse.rs`, whose types `node.rs` uses, need not import
+//! `node.rs` back).
 
 use std::io::Cursor;
 
@@ -7,6 +9,9 @@ use durlog_raft::events::{EventRequest, EventResponse};
 use openraft::{BasicNode, Entry};
 
 use crate::runtime::SimRuntime;
+
+/// Where each node keeps its store on its disk.
+pub const STORE_DIR: &str = "/node";
 
 openraft::declare_raft_types!(
     /// durlog-raft's events, on simulated time.

@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 use durlog::vfs::{Damage, FaultEvent, FaultKind};
 
 use crate::check::Violation;
-use crate::node::STORE_DIR;
+use crate::config::STORE_DIR;
 
 /// A refused Open: the store's message, and what it names as damaged.
 #[derive(Debug)]

@@ -26,6 +26,7 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 
+use durlog_testbed::SubSeeds;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -34,6 +35,16 @@ pub type Owner = u64;
 
 /// The harness's owner id.
 pub const HARNESS: Owner = 0;
+
+/// The family of the owners' sub-seeds, indexed by owner.
+const OWNER_SEED: &str = "owner";
+
+/// The seed of `owner`'s generator, a sub-seed of the executor's: each
+/// owner draws from its own, so that one node drawing more never shifts
+/// what another draws.
+pub(crate) fn owner_seed(rng_seed: u64, owner: Owner) -> u64 {
+    SubSeeds::new(rng_seed).indexed(OWNER_SEED, owner)
+}
 
 type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
 
@@ -356,9 +367,9 @@ impl Inner {
     pub(crate) fn next_u64(&self) -> u64 {
         let owner = self.current_owner.get();
         let mut rngs = self.rngs.borrow_mut();
-        let rng = rngs.entry(owner).or_insert_with(|| {
-            ChaCha8Rng::seed_from_u64(self.rng_seed ^ owner.wrapping_mul(0x9e37_79b9_7f4a_7c15))
-        });
+        let rng = rngs
+            .entry(owner)
+            .or_insert_with(|| ChaCha8Rng::seed_from_u64(owner_seed(self.rng_seed, owner)));
         rng.next_u64()
     }
 }

@@ -14,14 +14,11 @@ use durlog_raft::repair::{RepairGate, RepairReport};
 use durlog_raft::{DiskWork, LogStore};
 use openraft::{Config, Raft};
 
-use crate::config::SimConfig;
+use crate::config::{STORE_DIR, SimConfig};
 use crate::excuse::{Injected, Refusal};
 use crate::exec::{self, Executor};
 use crate::net::{Network, NetworkFactory};
 use crate::probe::{EntryKey, Probe, ProbedMachine, ProbedStore};
-
-/// Where each node keeps its store on its disk.
-pub const STORE_DIR: &str = "/node";
 
 /// The epoch durlog's event times count from (any fixed value: the
 /// simulated clock adds to it, so a run's record bytes are its own).

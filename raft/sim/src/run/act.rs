@@ -4,9 +4,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use durlog::vfs::FaultKind;
-use openraft::{BasicNode, ChangeMembers, ServerState};
+use openraft::{BasicNode, ChangeMembers, LogId, ServerState};
 
-use super::{Cluster, Later};
+use super::Cluster;
+use super::parts::Later;
 use crate::check::Violation;
 use crate::excuse;
 use crate::exec::HARNESS;
@@ -17,22 +18,19 @@ impl Cluster<'_> {
     /// Opens node `id`'s store and boots it; a refused Open leaves it down
     /// for good (counted); a power loss during recovery is a power loss.
     pub(super) fn start(&mut self, id: u64) -> Result<(), Violation> {
-        // Only the first start after the damage is held to the log's last
-        // entry: a failed one may have lost unsynced records or a part of
-        // the repair.
-        let held = self.held.remove(&id);
+        let held = self.repairs.take_held(id);
         let node = self.nodes.get_mut(&id).expect("node");
         {
             // What the last incarnation did in its last poll is checked
             // before the probe starts anew.
             let mut probe = node.probe.lock();
-            if self.excused.is_none() {
+            if !self.faults.is_excused() {
                 self.checker.appended(id, &mut probe)?;
                 self.checker.applied(id, &mut probe)?;
             }
             probe.new_entries.clear();
             probe.machine.clear();
-            self.errors_seen.insert(id, probe.storage_errors);
+            self.faults.errors_answered(id, probe.storage_errors);
             probe.last_error = None;
         }
         let mut claims = std::mem::take(&mut node.probe.lock().claims);
@@ -52,60 +50,16 @@ impl Cluster<'_> {
         node.accounted_mark = mark;
         let started = node.start(&self.exec, &self.net, &self.config);
         self.disk_lines(id);
-        let node = self.nodes.get_mut(&id).expect("node");
-        match started {
-            // A read that failed must have failed the Open.
-            Ok(()) => self.read_errors_accounted(id, None, "the Open succeeded")?,
-            Err(StartError::Io(_) | StartError::Refused(_)) if node.vfs.is_halted() => {
-                self.read_errors_accounted(id, Some("then-power-loss"), "")?;
-                let node = self.nodes.get_mut(&id).expect("node");
-                let why = match started {
-                    Err(StartError::Io(why)) => why,
-                    Err(StartError::Refused(refusal)) => refusal.text,
-                    Ok(()) => unreachable!("matched an error"),
-                };
-                node.probe.lock().claims = claims;
-                self.trace
-                    .note(id, format!("power lost during recovery: {why}"));
-                self.tally.bump("power-loss-in-recovery");
-                self.power_lost(id);
-                return Ok(());
-            }
-            Err(StartError::Io(why)) => {
-                self.read_errors_accounted(id, Some("failed-open"), "")?;
-                let node = self.nodes.get_mut(&id).expect("node");
-                let during_open = node.vfs.fault_log_since(mark);
-                let cause =
-                    excuse::error_excuse(&why, &node.vfs.damage(), &node.injected, &during_open)?;
-                self.tally.bump(&format!("open-failed-io-{cause}"));
-                let node = self.nodes.get_mut(&id).expect("node");
-                node.probe.lock().claims = claims;
-                self.trace
-                    .note(id, format!("Open failed: {why}; retries in 100 ms"));
-                self.tally.bump("open-failed-io");
-                self.schedule(100, Later::Restart(id));
-                return Ok(());
-            }
-            Err(StartError::Refused(refusal)) => {
-                self.read_errors_accounted(id, Some("failed-open"), "")?;
-                let node = self.nodes.get_mut(&id).expect("node");
-                let during_open = node.vfs.fault_log_since(mark);
-                let (cause, excuse) =
-                    refusal.excuse(&node.vfs.damage(), &node.injected, &during_open)?;
-                self.trace.note(id, format!("Open refused: {excuse}"));
-                self.tally.bump("open-refused");
-                self.tally.bump(&format!("open-refused-{cause}"));
-                self.damaged.insert(id);
-                let node = self.nodes.get_mut(&id).expect("node");
-                node.status = Status::Refused(refusal.text);
-                return Ok(());
-            }
+        if let Err(error) = started {
+            return self.open_failed(id, error, claims, mark);
         }
+        // A read that failed must have failed the Open.
+        self.read_errors_accounted(id, None, "the Open succeeded")?;
         self.trace.note(id, "up");
         self.repaired_start(id, &mut claims, held)?;
         let node = &self.nodes[&id];
         let state = node.machine.as_ref().expect("started").applied();
-        if !first_boot && self.excused.is_none() {
+        if !first_boot && !self.faults.is_excused() {
             let probe = node.probe.lock();
             let checked = self
                 .checker
@@ -123,6 +77,60 @@ impl Cluster<'_> {
         probe.claims = claims;
         removed.append(&mut probe.removed);
         probe.removed = removed;
+        Ok(())
+    }
+
+    /// Node `id`'s Open failed (`mark`: its disk's fault log as it began):
+    /// a power loss during recovery is a power loss, an I/O error a faulty
+    /// disk's (retried), a refusal damage's (the node stays down). The
+    /// claims of the last incarnations stay, except past a refusal.
+    fn open_failed(
+        &mut self,
+        id: u64,
+        error: StartError,
+        claims: BTreeMap<u64, LogId<u64>>,
+        mark: usize,
+    ) -> Result<(), Violation> {
+        if self.nodes[&id].vfs.is_halted() {
+            self.read_errors_accounted(id, Some("then-power-loss"), "")?;
+            let node = self.nodes.get_mut(&id).expect("node");
+            let why = match error {
+                StartError::Io(why) => why,
+                StartError::Refused(refusal) => refusal.text,
+            };
+            node.probe.lock().claims = claims;
+            self.trace
+                .note(id, format!("power lost during recovery: {why}"));
+            self.tally.bump("power-loss-in-recovery");
+            self.power_lost(id);
+            return Ok(());
+        }
+        self.read_errors_accounted(id, Some("failed-open"), "")?;
+        let node = self.nodes.get_mut(&id).expect("node");
+        let during_open = node.vfs.fault_log_since(mark);
+        match error {
+            StartError::Io(why) => {
+                let cause =
+                    excuse::error_excuse(&why, &node.vfs.damage(), &node.injected, &during_open)?;
+                self.tally.bump(&format!("open-failed-io-{cause}"));
+                let node = self.nodes.get_mut(&id).expect("node");
+                node.probe.lock().claims = claims;
+                self.trace
+                    .note(id, format!("Open failed: {why}; retries in 100 ms"));
+                self.tally.bump("open-failed-io");
+                self.schedule(100, Later::Restart(id));
+            }
+            StartError::Refused(refusal) => {
+                let (cause, excuse) =
+                    refusal.excuse(&node.vfs.damage(), &node.injected, &during_open)?;
+                self.trace.note(id, format!("Open refused: {excuse}"));
+                self.tally.bump("open-refused");
+                self.tally.bump(&format!("open-refused-{cause}"));
+                self.faults.damage(id);
+                let node = self.nodes.get_mut(&id).expect("node");
+                node.status = Status::Refused(refusal.text);
+            }
+        }
         Ok(())
     }
 
@@ -146,38 +154,23 @@ impl Cluster<'_> {
         );
         self.trace.note(id, format!("excused: {excuse}"));
         self.tally.bump("excused-amnesia");
-        self.excused.get_or_insert(excuse);
+        self.faults.excuse(excuse);
         Ok(())
     }
 
-    /// Node 1 initializes the cluster with every voter.
+    /// The first voter up initializes the cluster with every voter.
     pub(super) fn initialize(&mut self) -> Result<(), Violation> {
-        let members: BTreeMap<u64, BasicNode> = self
-            .voters
-            .iter()
-            .map(|&id| (id, BasicNode::default()))
-            .collect();
         // The operator retries on whichever voter is up until one takes it
         // (a voter's store may fail at its first write).
         let Some(raft) = self
-            .voters
+            .membership
+            .voters()
             .iter()
             .find_map(|id| self.nodes[id].raft().cloned())
         else {
             return Ok(());
         };
-        let initialized = self.initialized.clone();
-        self.exec.spawn_as(HARNESS, async move {
-            let done = match raft.initialize(members).await {
-                Ok(()) => true,
-                // NotAllowed: some node holds a membership already.
-                Err(openraft::error::RaftError::APIError(_)) => true,
-                Err(_) => false,
-            };
-            if done {
-                initialized.store(true, std::sync::atomic::Ordering::Relaxed);
-            }
-        });
+        self.membership.initialize(&self.exec, raft);
         Ok(())
     }
 
@@ -185,7 +178,7 @@ impl Cluster<'_> {
     /// excused, only the liveness phase still counts.
     pub(super) fn check(&mut self) -> Result<(), Violation> {
         self.track_repairs();
-        if self.excused.is_some() {
+        if self.faults.is_excused() {
             return Ok(());
         }
         let mut stopped = Vec::new();
@@ -380,8 +373,7 @@ impl Cluster<'_> {
                 after_ops,
                 down_ms,
             } => {
-                if self.nodes[node].is_up() && !self.armed.contains_key(node) {
-                    self.armed.insert(*node, *down_ms);
+                if self.nodes[node].is_up() && self.faults.arm_power_loss(*node, *down_ms) {
                     self.nodes[node].vfs.crash_after_ops(*after_ops);
                 }
             }
@@ -391,6 +383,29 @@ impl Cluster<'_> {
             Action::RemoveVoter { node } => self.remove_voter(*node),
         }
         Ok(())
+    }
+
+    /// A client's write, through the node the harness believes leads
+    /// (`via` if none).
+    pub(super) fn write(&mut self, client: u64, stream: u8, expect: bool, via: u64) {
+        let target = self.leader().unwrap_or(via);
+        let Some(raft) = self.nodes[&target].raft().cloned() else {
+            return;
+        };
+        self.clients
+            .write(&self.exec, target, raft, client, stream, expect);
+    }
+
+    /// A client's linearizable read, through the node the harness
+    /// believes leads.
+    fn read(&mut self, client: u64, stream: u8) {
+        let Some(target) = self.leader() else { return };
+        let node = &self.nodes[&target];
+        let (Some(raft), Some(machine)) = (node.raft().cloned(), node.machine.clone()) else {
+            return;
+        };
+        self.clients
+            .read(&self.exec, target, raft, machine, client, stream);
     }
 
     fn trigger<F, Fut>(&mut self, node: u64, call: F)
@@ -462,13 +477,13 @@ impl Cluster<'_> {
         let Some(leader) = self.leader() else {
             return Ok(());
         };
-        if self.voters.contains(&id) || self.learners.contains(&id) {
+        if self.membership.knows(id) {
             return Ok(());
         }
         if self.nodes[&id].boots == 0 {
             self.start(id)?;
         }
-        self.learners.push(id);
+        self.membership.add_learner(id);
         self.tally.bump("learners-added");
         let raft = self.nodes[&leader].raft().expect("leader up").clone();
         self.exec.spawn_as(HARNESS, async move {
@@ -479,11 +494,9 @@ impl Cluster<'_> {
 
     fn promote(&mut self, id: u64) {
         let Some(leader) = self.leader() else { return };
-        if !self.learners.contains(&id) {
+        if !self.membership.promote(id) {
             return;
         }
-        self.learners.retain(|&learner| learner != id);
-        self.voters.push(id);
         self.tally.bump("learners-promoted");
         let raft = self.nodes[&leader].raft().expect("leader up").clone();
         self.exec.spawn_as(HARNESS, async move {
@@ -494,11 +507,9 @@ impl Cluster<'_> {
 
     fn remove_voter(&mut self, id: u64) {
         let Some(leader) = self.leader() else { return };
-        // Three voters stay, so that one fault keeps a quorum.
-        if !self.voters.contains(&id) || self.voters.len() <= 3 {
+        if !self.membership.remove_voter(id) {
             return;
         }
-        self.voters.retain(|&voter| voter != id);
         self.tally.bump("voters-removed");
         let raft = self.nodes[&leader].raft().expect("leader up").clone();
         self.exec.spawn_as(HARNESS, async move {

@@ -8,7 +8,7 @@
 use durlog::vfs::FaultConfig;
 use openraft::ServerState;
 
-use super::{Cluster, Later, NS_PER_MS};
+use super::{Cluster, NS_PER_MS};
 use crate::check::Violation;
 use crate::history::Outcome;
 use crate::node::Status;
@@ -26,14 +26,15 @@ impl Cluster<'_> {
         self.count_unfinished_repairs();
         // f of the voters the harness last asked for (removals and
         // promotions change it), counting the damaged among them.
-        let damaged_voters = self.voters.iter().filter(|id| self.damaged.contains(id));
-        let beyond_f = damaged_voters.count() > (self.voters.len() - 1) / 2;
+        let beyond_f = self
+            .membership
+            .damaged_beyond_f(|id| self.faults.is_damaged(id));
         if beyond_f {
             self.tally.bump("runs-damage-beyond-f");
             if result.is_err() {
                 self.tally.bump("liveness-lost-beyond-f");
             }
-        } else if !self.damaged.is_empty() {
+        } else if self.faults.any_damaged() {
             self.tally.bump("runs-damage-within-f");
             if result.is_err() {
                 self.tally.bump("liveness-lost-within-f");
@@ -60,12 +61,12 @@ impl Cluster<'_> {
                     self.tally.bump("liveness-excused");
                     self.trace
                         .note(0, format!("liveness lost ({why}), excused: {excuse}"));
-                    if self.excused.is_some() {
+                    if self.faults.is_excused() {
                         return Ok(());
                     }
-                    return self.history.check(&self.checker.model, false);
+                    return self.clients.check(&self.checker.model, false);
                 }
-                None if self.excused.is_some() => {
+                None if self.faults.is_excused() => {
                     self.tally.bump("liveness-excused");
                     return Ok(());
                 }
@@ -78,32 +79,29 @@ impl Cluster<'_> {
                 }
             },
         }
-        if self.excused.is_some() {
+        if self.faults.is_excused() {
             return Ok(());
         }
-        self.history.check(&self.checker.model, true)
+        self.clients.check(&self.checker.model, true)
     }
 
     /// Ends every fault and restarts every node that is down.
     fn stop_faults(&mut self) -> Result<(), Violation> {
-        self.faults_on = false;
         self.net.heal();
         self.net.quiet_down();
-        self.armed.clear();
+        self.faults.disarm_all();
         for node in self.nodes.values_mut() {
             node.vfs.crash_after_ops(0);
             node.faults = FaultConfig::none();
             node.vfs.set_faults(FaultConfig::none());
         }
-        self.later
-            .retain(|_, later| matches!(later, Later::Restart(_)));
         let down: Vec<u64> = self
             .nodes
             .iter()
             .filter(|(_, node)| node.boots > 0 && matches!(node.status, Status::Down))
             .map(|(&id, _)| id)
             .collect();
-        self.later.clear();
+        self.timers.clear();
         for id in down {
             self.tally.bump("restarts");
             self.start(id)?;
@@ -132,7 +130,7 @@ impl Cluster<'_> {
             };
             match write {
                 None => write = Some(self.liveness_write(leader)),
-                Some(op) => match self.history.lock()[&op].outcome.clone() {
+                Some(op) => match self.clients.outcome(op) {
                     Outcome::Pending => {}
                     Outcome::Written { .. } if self.members_agree(leader) => return Ok(()),
                     Outcome::Written { .. } => {}
@@ -143,7 +141,7 @@ impl Cluster<'_> {
     }
 
     fn liveness_write(&mut self, leader: u64) -> u64 {
-        let op = self.next_op;
+        let op = self.clients.next_op();
         self.write(99, 0, false, leader);
         op
     }
@@ -251,7 +249,7 @@ impl Cluster<'_> {
             .collect();
         drop(running);
         if views.is_empty() {
-            views.push(vec![self.voters.iter().copied().collect()]);
+            views.push(self.membership.as_view());
         }
         // A repairing node grants no vote (durlog_raft::repair): as lost
         // to an election as one that refused to open.

@@ -4,26 +4,33 @@
 //! run's tally.
 
 mod act;
-mod client;
 mod live;
 mod panic_site;
+mod parts;
 mod repair;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use durlog_testbed::SubSeeds;
 use openraft::{Config, SnapshotPolicy};
 use serde::{Deserialize, Serialize};
 
 use crate::check::{Checker, Violation};
 use crate::exec::{Executor, HARNESS};
-use crate::history::History;
 use crate::net::Network;
 use crate::node::{Node, Status};
 use crate::plan::Plan;
 use crate::tally::Tally;
 use crate::trace::Trace;
+use parts::{Clients, Faults, Later, Membership, Repairs, Timers};
+
+/// The names of a run's sub-seeds (durlog-testbed's `SubSeeds`): each part
+/// draws from its own, so that drawing more from one never shifts what
+/// another draws. `tests::sub_seeds_are_pinned` pins their values.
+const EXECUTOR_SEED: &str = "executor";
+const NETWORK_SEED: &str = "network";
 
 /// Polls within one instant beyond which the run is a livelock.
 const POLLS_PER_INSTANT_MAX: u64 = 2_000_000;
@@ -45,14 +52,9 @@ pub struct Outcome {
     pub trace: Vec<String>,
 }
 
-/// Something the harness does later: a restart, a heal.
-#[derive(Clone, Debug)]
-enum Later {
-    Restart(u64),
-    Heal(Vec<(u64, u64)>),
-}
-
-/// The cluster under simulation.
+/// The cluster under simulation: its nodes on the executor and the
+/// network, the checkers, and the rest of its state in parts that own it
+/// (`parts/`).
 pub(crate) struct Cluster<'p> {
     plan: &'p Plan,
     exec: Executor,
@@ -60,44 +62,22 @@ pub(crate) struct Cluster<'p> {
     trace: Trace,
     nodes: BTreeMap<u64, Node>,
     config: Arc<Config>,
-    later: BTreeMap<(u64, u64), Later>,
-    later_seq: u64,
-    /// Power losses armed: node -> how long it stays down.
-    armed: BTreeMap<u64, u64>,
-    /// Store errors seen per node (a new one ends the process).
-    errors_seen: BTreeMap<u64, u64>,
-    history: History,
     checker: Checker,
     tally: Tally,
-    next_op: u64,
-    /// Voters and learners as the harness last asked for them.
-    voters: Vec<u64>,
-    learners: Vec<u64>,
-    /// The last version each client saw of each stream.
-    seen_versions: Arc<Mutex<BTreeMap<(u64, String), u64>>>,
-    faults_on: bool,
-    /// Set once a node's amnesia is excused (see `act.rs`).
-    excused: Option<String>,
-    /// Set once an `initialize` was taken (or refused as done already).
-    initialized: Arc<std::sync::atomic::AtomicBool>,
-    /// When the harness last asked for an `initialize`.
-    initialize_asked_ns: u64,
     /// The index of the last action performed.
     step: usize,
-    /// Nodes under repair (see `repair.rs`).
-    repairs: BTreeMap<u64, repair::Watch>,
-    /// Nodes whose disk the harness damaged at rest.
-    damaged: BTreeSet<u64>,
-    /// What each node's log held just before the harness last damaged it,
-    /// until its next start (see `repair.rs`).
-    held: BTreeMap<u64, repair::Held>,
+    timers: Timers,
+    faults: Faults,
+    membership: Membership,
+    repairs: Repairs,
+    clients: Clients,
 }
 
 /// Runs `plan` (its actions where `keep` says, all if `None`); keeps the
 /// trace's lines if `trace`.
 pub fn run(plan: &Plan, keep: Option<&[bool]>, trace: bool) -> Outcome {
     let traced = Trace::new(trace);
-    let exec = Executor::new(plan.seed ^ 0x005e_ed0f_e1ec_7104);
+    let exec = Executor::new(SubSeeds::new(plan.seed).named(EXECUTOR_SEED));
     if trace {
         exec.record_timers();
     }
@@ -149,7 +129,11 @@ fn raft_config(plan: &Plan) -> Arc<Config> {
 
 impl<'p> Cluster<'p> {
     fn new(plan: &'p Plan, exec: Executor, trace: Trace) -> Cluster<'p> {
-        let net = Network::new(plan.seed ^ 0x0e7_5eed, plan.net.clone(), trace.clone());
+        let net = Network::new(
+            SubSeeds::new(plan.seed).named(NETWORK_SEED),
+            plan.net.clone(),
+            trace.clone(),
+        );
         let nodes: BTreeMap<u64, Node> = plan
             .node_ids()
             .map(|id| {
@@ -167,28 +151,17 @@ impl<'p> Cluster<'p> {
             plan,
             exec,
             net,
+            clients: Clients::new(trace.clone()),
             trace,
             nodes,
             config: raft_config(plan),
-            later: BTreeMap::new(),
-            later_seq: 0,
-            armed: BTreeMap::new(),
-            errors_seen: BTreeMap::new(),
-            history: History::default(),
             checker: Checker::default(),
             tally: Tally::default(),
-            next_op: 1,
-            voters: (1..=plan.voters).collect(),
-            learners: Vec::new(),
-            seen_versions: Arc::default(),
-            faults_on: true,
-            excused: None,
-            initialized: Arc::default(),
-            initialize_asked_ns: 0,
             step: 0,
-            repairs: BTreeMap::new(),
-            damaged: BTreeSet::new(),
-            held: BTreeMap::new(),
+            timers: Timers::default(),
+            faults: Faults::default(),
+            membership: Membership::new(plan.voters),
+            repairs: Repairs::default(),
         }
     }
 
@@ -217,21 +190,14 @@ impl<'p> Cluster<'p> {
             self.drain()?;
             self.check()?;
             let now = self.exec.now_ns();
-            if !self.initialized.load(std::sync::atomic::Ordering::Relaxed)
-                && now >= self.initialize_asked_ns + 200 * NS_PER_MS
-            {
-                self.initialize_asked_ns = now;
+            if self.membership.initialize_due(now) {
                 self.initialize()?;
             }
-            if let Some((&(at, seq), _)) = self.later.first_key_value()
-                && at <= now
-            {
-                let later = self.later.remove(&(at, seq)).expect("present");
+            if let Some(later) = self.timers.take_due(now) {
                 self.do_later(later)?;
                 continue;
             }
-            let next_later = self.later.keys().next().map_or(u64::MAX, |&(at, _)| at);
-            let limit = until_ns.min(next_later);
+            let limit = until_ns.min(self.timers.next_ns());
             let advanced = self.exec.advance(limit);
             for owner in self.exec.take_fired() {
                 let who = if owner == HARNESS {
@@ -281,15 +247,13 @@ impl<'p> Cluster<'p> {
         }
         let errors = node.probe.lock().storage_errors;
         let up = node.is_up();
-        let seen = self.errors_seen.entry(id).or_default();
-        let failed = errors > *seen;
+        let failed = self.faults.new_errors(id, errors);
         if up {
             let seen = failed.then_some("failed-a-store-call");
             self.read_errors_accounted(id, seen, "no store call failed")?;
         }
-        let seen = self.errors_seen.entry(id).or_default();
         if failed && up {
-            *seen = errors;
+            self.faults.errors_answered(id, errors);
             self.error_explained(id, None)?;
             // openraft stops a node whose store failed: the process exits
             // and its supervisor restarts it.
@@ -316,7 +280,7 @@ impl<'p> Cluster<'p> {
     }
 
     fn power_lost(&mut self, id: u64) {
-        let down_ms = self.armed.remove(&id).unwrap_or(100);
+        let down_ms = self.faults.power_lost(id);
         self.tally.bump("power-losses");
         self.trace
             .note(id, format!("power lost; restarts in {down_ms} ms"));
@@ -327,8 +291,7 @@ impl<'p> Cluster<'p> {
 
     fn schedule(&mut self, after_ms: u64, later: Later) {
         let at = self.exec.now_ns() + after_ms * NS_PER_MS;
-        self.later_seq += 1;
-        self.later.insert((at, self.later_seq), later);
+        self.timers.schedule(at, later);
     }
 
     fn do_later(&mut self, later: Later) -> Result<(), Violation> {
@@ -358,7 +321,7 @@ impl<'p> Cluster<'p> {
     fn excused_panic(&mut self, text: &str) -> Option<Violation> {
         let site = panic_site::last();
         let in_openraft = site.as_deref().is_some_and(panic_site::is_openraft);
-        match &self.excused {
+        match self.faults.excused() {
             Some(excuse) if in_openraft => {
                 self.tally.bump("runs-excused-ended-by-openraft-panic");
                 self.trace.note(
@@ -448,25 +411,11 @@ impl<'p> Cluster<'p> {
         self.tally.add("timers-fired", timers);
         self.tally.add("simulated-ms", simulated_ns / NS_PER_MS);
         self.tally.bump("runs");
-        for op in self.history.lock().values() {
-            match &op.outcome {
-                crate::history::Outcome::Written { response, .. } => {
-                    self.tally.bump("client-writes-acked");
-                    if response.rejected {
-                        self.tally.bump("client-writes-rejected-by-version");
-                    }
-                }
-                crate::history::Outcome::Read { .. } => self.tally.bump("linearizable-reads"),
-                crate::history::Outcome::Unknown if op.is_write => {
-                    self.tally.bump("client-writes-in-doubt");
-                }
-                _ => {}
-            }
-        }
+        self.clients.count(&mut self.tally);
         if violation.is_some() {
             self.tally.bump("violations");
         }
-        if let Some(excuse) = &self.excused {
+        if let Some(excuse) = self.faults.excused() {
             self.trace.note(0, format!("run excused: {excuse}"));
             self.tally.bump("runs-excused");
         }
@@ -484,5 +433,28 @@ impl<'p> Cluster<'p> {
             simulated_ns,
             trace,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use durlog_testbed::SubSeeds;
+
+    use super::{EXECUTOR_SEED, NETWORK_SEED};
+    use crate::exec::{HARNESS, owner_seed};
+
+    /// Every sub-seed a run derives, pinned for seed 42 (the values from
+    /// an independent Python implementation of the testbed's hashes): a
+    /// change to one moves every seed's run, and the digests and seeds
+    /// raft/sim/README.md quotes with it.
+    #[test]
+    fn sub_seeds_are_pinned() {
+        let seeds = SubSeeds::new(42);
+        let executor = seeds.named(EXECUTOR_SEED);
+        assert_eq!(executor, 0x692f_f011_29fd_34e0);
+        assert_eq!(seeds.named(NETWORK_SEED), 0x3737_a5ce_3f25_fe76);
+        assert_eq!(owner_seed(executor, HARNESS), 0x8004_8484_a9c2_6daa);
+        assert_eq!(owner_seed(executor, 1), 0xaaf6_aa4b_78a2_a54f);
+        assert_eq!(owner_seed(executor, 5), 0xbc3c_b9d6_5685_545c);
     }
 }

@@ -28,35 +28,10 @@ use durlog_raft::repair::{Quarantined, Reach, RepairReport, SMALLEST_RECORD_BYTE
 use openraft::LogId;
 
 use super::Cluster;
+use super::parts::{Held, Watch};
 use crate::check::Violation;
-use crate::config::SimConfig;
+use crate::config::{STORE_DIR, SimConfig};
 use crate::excuse::Injected;
-use crate::node::STORE_DIR;
-
-/// What a node's log held just before the harness damaged it: its last
-/// entry (`None`: no entry), or why its files could not tell (damage the
-/// disk's own faults left there earlier).
-pub(crate) type Held = Result<Option<LogId<u64>>, String>;
-
-const NS_PER_MS: u64 = 1_000_000;
-
-/// A node under repair.
-pub(crate) struct Watch {
-    since_ns: u64,
-    lost: u64,
-    lost_from: u64,
-    reach: Reach,
-}
-
-/// The bucket of a repair's cost by the entries it lost.
-fn bucket(lost: u64) -> &'static str {
-    match lost {
-        0 => "0",
-        1..=9 => "1-9",
-        10..=99 => "10-99",
-        _ => "100+",
-    }
-}
 
 impl Cluster<'_> {
     /// After node `id` started: what its open repaired. Drops the claims a
@@ -67,7 +42,7 @@ impl Cluster<'_> {
         claims: &mut BTreeMap<u64, LogId<u64>>,
         held: Option<Held>,
     ) -> Result<(), Violation> {
-        if self.repairs.remove(&id).is_some() {
+        if self.repairs.restarted(id) {
             self.tally.bump("repairs-interrupted-by-crash");
         }
         let report = self.nodes[&id].repair.clone();
@@ -108,7 +83,7 @@ impl Cluster<'_> {
         // hold entries an earlier restart already lost.
         if let Some((index, log_id)) = lost.iter().find(|(_, id)| Reach::of(*id) > reach)
             && report.reach.is_some()
-            && self.excused.is_none()
+            && !self.faults.is_excused()
         {
             return Err(format!(
                 "repair: node {id} claimed {log_id} durable at index {index}, but its repair \
@@ -120,7 +95,7 @@ impl Cluster<'_> {
             self.tally.bump("nodes-repaired");
             // Damage the disk's own faults left (a misdirected write while
             // writing) counts against the f budget as the harness's does.
-            self.damaged.insert(id);
+            self.faults.damage(id);
         }
         if report.resumed {
             self.tally.bump("repairs-resumed");
@@ -129,7 +104,7 @@ impl Cluster<'_> {
         if repairing {
             let since_ns = self.exec.now_ns();
             let lost = lost.len() as u64;
-            self.repairs.insert(
+            self.repairs.watch(
                 id,
                 Watch {
                     since_ns,
@@ -194,22 +169,20 @@ impl Cluster<'_> {
     pub(super) fn track_repairs(&mut self) {
         let done: Vec<u64> = self
             .repairs
-            .keys()
-            .copied()
+            .watched()
             .filter(|id| self.nodes[id].is_up() && !self.nodes[id].is_repairing())
             .collect();
         let now_ns = self.exec.now_ns();
         for id in done {
-            let watch = self.repairs.remove(&id).expect("watched");
+            let watch = self.repairs.finished(id);
             if let Some(raft) = self.nodes[&id].raft() {
                 raft.runtime_config().elect(true);
             }
-            let took_ms = (now_ns - watch.since_ns) / NS_PER_MS;
-            let refetched = (watch.reach.index + 1).saturating_sub(watch.lost_from);
+            let took_ms = watch.took_ms(now_ns);
             self.tally.bump("repairs-completed");
-            self.tally.add("entries-refetched", refetched);
+            self.tally.add("entries-refetched", watch.refetched());
             self.tally.add("repair-ms", took_ms);
-            let bucket = bucket(watch.lost);
+            let bucket = watch.bucket();
             self.tally.bump(&format!("repair-cost-lost-{bucket}-count"));
             self.tally
                 .add(&format!("repair-cost-lost-{bucket}-ms"), took_ms);
@@ -225,7 +198,7 @@ impl Cluster<'_> {
 
     /// At the end of a run: repairs still under way.
     pub(super) fn count_unfinished_repairs(&mut self) {
-        let unfinished = self.repairs.len() as u64;
+        let unfinished = self.repairs.unfinished();
         self.tally.add("repairs-unfinished", unfinished);
     }
 
@@ -233,8 +206,8 @@ impl Cluster<'_> {
     /// durable file (0), of a sealed segment (1), of the last one (2), or a
     /// misdirected write over a segment (3). `None` if nothing to damage.
     pub(super) fn damage_at_rest(&mut self, id: u64, aim: u64) -> Option<String> {
-        self.damaged.insert(id);
-        self.held.insert(id, held_by(&self.nodes[&id].vfs));
+        self.faults.damage(id);
+        self.repairs.hold(id, held_by(&self.nodes[&id].vfs));
         let node = self.nodes.get_mut(&id).expect("node");
         let segments = segments_of(&node.vfs);
         let pick = aim >> 2;
