@@ -8,6 +8,7 @@ import difflib, os, sys
 root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 out = os.path.join(root, "raft/sim/plants")
 STORE = "raft/src/store.rs"
+SHARED = "raft/src/shared.rs"
 P = [
 ("01-flush-before-sync", "The flush callback called before the entries are written and synced (written at the next call instead)", [
  (STORE, "    disk_work: DiskWork,\n    /// See [`LogStore::with_leader_restore`].",
@@ -25,7 +26,8 @@ P = [
                       "        file.write_at(&bytes, 0)?;\n        drop(file);\n        self.vfs.rename(&temp, &self.dir.join(META_FILE_NAME))?;"),
 ]),
 ("03-truncation-not-durable", "A truncation that returns before it is durable (its records removed at the next append)", [
- (STORE, "pub(crate) struct Shared<NID: openraft::NodeId> {\n    pub log: Log,\n    pub view: RwLock<View<NID>>,\n}",
+ (SHARED, "use std::sync::{PoisonError, RwLock, RwLockReadGuard};", "use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard};"),
+ (SHARED, "pub(crate) struct Shared<NID: openraft::NodeId> {\n    pub log: Log,\n    pub view: RwLock<View<NID>>,\n}",
          "pub(crate) struct Shared<NID: openraft::NodeId> {\n    pub log: Log,\n    pub view: RwLock<View<NID>>,\n    pub pending_truncate: Mutex<Option<u64>>,\n}"),
  (STORE, "            shared: Arc::new(Shared {\n                log,\n                view: RwLock::new(view),\n            }),",
          "            shared: Arc::new(Shared {\n                log,\n                view: RwLock::new(view),\n                pending_truncate: Mutex::new(None),\n            }),"),
