@@ -222,17 +222,6 @@ impl Excuse {
 }
 
 impl Counters {
-    /// Counts an idempotent retry's outcome, once the oracle has accepted it.
-    pub(crate) fn count_retry(&mut self, retried: crate::run::Retried) {
-        use crate::run::Retried;
-        match retried {
-            Retried::Landed => self.retries_landed += 1,
-            Retried::Written => self.retries_written += 1,
-            Retried::Refused => self.retries_refused += 1,
-            Retried::Failed => self.io_failures += 1,
-        }
-    }
-
     /// Counts an append's outcome, once the oracle has accepted it.
     pub(crate) fn count_outcome(&mut self, outcome: &Result<u64, Error>) {
         match outcome {

@@ -44,7 +44,6 @@ mod oracle;
 mod reopen;
 mod stores;
 mod twins;
-pub(crate) use oracle::Retried;
 
 /// Where a simulated log lives. After a (rightly) refused corruption the
 /// run goes on with a fresh log in `LOG_DIR-1`, `LOG_DIR-2`, ..., so that

@@ -224,7 +224,7 @@ impl World<'_> {
             let kind = self
                 .oracle
                 .check_retry(retry, &outcome, faulted, &evidence, &faults)?;
-            self.result.counters.count_retry(kind);
+            kind.count(&mut self.result.counters);
             // One whose ids the stream held wrote nothing.
             let by_ids = matches!(
                 self.oracle

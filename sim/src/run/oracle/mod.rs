@@ -38,7 +38,7 @@ use change::InDoubt;
 pub(crate) use change::{RetentionWindow, check_segment_names};
 use excuse::Evidence;
 pub(crate) use filter::SubFilter;
-pub(crate) use stores::{Retried, Retry};
+pub(crate) use stores::Retry;
 
 /// Logs up to this size have their bytes checked at every reopen (larger
 /// ones at the end of the run, and by `recovery::verify` at every reopen).

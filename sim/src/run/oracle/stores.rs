@@ -6,7 +6,7 @@
 use durlog::Error;
 
 use crate::model::{IdsSay, ModelEvent};
-use crate::report::Excuse;
+use crate::report::{Counters, Excuse};
 
 use super::excuse::{self, Evidence};
 use super::{Check, Oracle, SubFilter};
@@ -35,6 +35,18 @@ pub(crate) enum Retried {
     Refused,
     /// It failed on an injected fault.
     Failed,
+}
+
+impl Retried {
+    /// Counts this outcome, once the oracle has accepted it.
+    pub(crate) fn count(self, counters: &mut Counters) {
+        match self {
+            Retried::Landed => counters.retries_landed += 1,
+            Retried::Written => counters.retries_written += 1,
+            Retried::Refused => counters.retries_refused += 1,
+            Retried::Failed => counters.io_failures += 1,
+        }
+    }
 }
 
 impl Oracle {
