@@ -62,7 +62,7 @@ P=[
 ("33-repeated-record-refused","Recovery: a valid record with an older seq at the damage (the seed's repeated record) refused as misplaced, not truncated (only duplicated writes reach it: 0 violations in 20,000 seeds of the faults before them)",[
  ("engine/src/recovery/decide.rs","            && record.seq > expected\n","            && record.seq != expected\n")]),
 ("recovery/02-header-across-pages-ignored","Recovery: a damaged record's header across a page boundary never counts as the torn write's own, so a record misdirected inside it looks torn",[
- ("engine/src/recovery/decide.rs","            let whole = kept(first) && kept(later_page);","            let whole = false && kept(first) && kept(later_page);")]),
+ ("engine/src/recovery/later.rs","            let whole = kept(first) && kept(later_page);","            let whole = false && kept(first) && kept(later_page);")]),
 ("25-retry-matches-any-events","Event store: an idempotent retry taken as landed whatever events stand at its versions",[
  ("engine/src/log/idempotent.rs","    stored.len() == events.len()\n        && stored.iter()","    stored.len() == events.len()\n        || stored.iter()")]),
 ("26-truncation-keeps-positions","Event store: a truncation leaves consumer positions past its last seq, so a consumer skips the records written next with those seqs",[

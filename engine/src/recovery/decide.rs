@@ -42,14 +42,12 @@ use std::cell::OnceCell;
 use std::convert::Infallible;
 use std::path::Path;
 
-use durlog_vfs::{PAGE_BYTES, SECTOR_BYTES};
+use durlog_vfs::SECTOR_BYTES;
 
-use crate::format::{
-    HEADER_SEQ_FIELD, HEADER_SIZE, Header, RECORD_BYTES_MIN, first_version_at, inspect_batch,
-    parse_record, single_bit_repair, u16_at,
-};
+use crate::format::{HEADER_SEQ_FIELD, Header, inspect_batch, parse_record, single_bit_repair};
 use crate::segment::Window;
 
+use super::later::{LaterRecord, later_records, misplaced};
 use super::reread::{Read, read_until_two_agree};
 use super::{Defect, Refusal, Scanner, Tail, corrupt};
 
@@ -137,18 +135,6 @@ impl Rule {
     pub fn refuses(self) -> bool {
         !matches!(self, Rule::ZeroTail | Rule::Repeated | Rule::Torn)
     }
-}
-
-/// A valid record found after the damage, which the rules that look beyond
-/// it weigh as evidence: its offset from the damage, its seq and its
-/// length; `repaired` if it is valid only with one bit flipped back (a
-/// record that was whole where it lay, then flipped at rest).
-#[derive(Clone, Copy, Debug)]
-struct LaterRecord {
-    at: usize,
-    seq: u64,
-    len: usize,
-    repaired: bool,
 }
 
 /// What the rules read: the damage in the last segment, the bytes from it
@@ -416,214 +402,6 @@ fn stable_bytes(
     })?;
     let Read::Suspect(bytes) = agreed;
     Ok(bytes)
-}
-
-/// The valid records (CRC and batch) that start after the front of `rest`
-/// (which starts at `offset` of the file) with a seq from `expected` to
-/// `expected + 2^32`, in offset order; at sector boundaries, where a
-/// misdirected write lands, also records one flipped bit away from valid.
-/// The cheap test of the seq field comes before any CRC, so zeros and
-/// random data are passed over quickly (a random seq field passes with a
-/// chance of 2^-32); no log grows by 2^32 records between two syncs.
-fn later_records(rest: &[u8], offset: u64, expected: u64) -> Vec<LaterRecord> {
-    let seq_max = expected.saturating_add(u64::from(u32::MAX));
-    let mut found = Vec::new();
-    for at in 1..rest.len().saturating_sub(HEADER_SIZE - 1) {
-        let header = Header::peek(&rest[at..]).expect("a whole header from here");
-        if header.seq < expected || header.seq > seq_max {
-            continue;
-        }
-        let sector_start = (offset + at as u64).is_multiple_of(SECTOR_BYTES);
-        if let Some((len, repaired)) = record_at(&rest[at..], sector_start) {
-            found.push(LaterRecord {
-                at,
-                seq: header.seq,
-                len,
-                repaired,
-            });
-        }
-    }
-    found
-}
-
-/// The length of the record at the front of `bytes` if it is valid (CRC
-/// and batch), or with `repair`, valid once one bit is flipped back (and
-/// then its seq field is the one its header shows: the flip was elsewhere).
-fn record_at(bytes: &[u8], repair: bool) -> Option<(usize, bool)> {
-    if let Ok(record) = parse_record(bytes) {
-        return inspect_batch(record.payload)
-            .is_ok()
-            .then_some((record.len, false));
-    }
-    if !repair {
-        return None;
-    }
-    let (repaired, _) = single_bit_repair(bytes)?;
-    let record = parse_record(&repaired).ok()?;
-    let same_seq = Header::peek(bytes).is_some_and(|header| header.seq == record.seq);
-    (same_seq && inspect_batch(record.payload).is_ok()).then_some((record.len, true))
-}
-
-/// A later record the torn last write cannot have put where it is, and why.
-/// That write put record `e` (`expected`) at the damage (`offset`) and
-/// each later record right after the one before, so a record of it with
-/// seq `s` lies at least `(s - e) x RECORD_BYTES_MIN` bytes after the
-/// damage, outside the damaged record's own extent (when its header is
-/// the write's own: it carries seq `e`), after every record of it with a
-/// lower seq, and in a later page than the damage: a page of the write
-/// that kept a later record kept record `e` too, whole, had it been there.
-fn misplaced(
-    rest: &[u8],
-    offset: u64,
-    expected: u64,
-    later_records: &[LaterRecord],
-) -> Option<(LaterRecord, &'static str)> {
-    let damage_page = offset / PAGE_BYTES;
-    let own_extent = own_extent(rest, offset, expected);
-    if let Some(next) = next_header_inside(rest, offset, expected, own_extent) {
-        return Some((
-            next,
-            "the header of the next record, inside the damaged record's own extent",
-        ));
-    }
-    if let Some(kept) = all_pages_kept(rest, offset, own_extent, later_records) {
-        return Some((
-            kept,
-            "every page of the damaged record was kept, which leaves it whole",
-        ));
-    }
-    let mut previous: Option<&LaterRecord> = None;
-    for later in later_records {
-        let why = if later.seq == expected {
-            Some("the expected seq, away from the damage")
-        } else if (offset + later.at as u64) / PAGE_BYTES == damage_page {
-            Some("in the damaged record's own page, which a crash keeps or loses whole")
-        } else if (later.at as u64) < (later.seq - expected) * RECORD_BYTES_MIN {
-            Some("too close to the damage for the records before it")
-        } else if own_extent.is_some_and(|extent| (later.at as u64) < extent) {
-            Some("inside the extent the damaged record's own header claims")
-        } else if previous.is_some_and(|previous| previous.seq >= later.seq) {
-            Some("after a valid record with a higher seq")
-        } else {
-            None
-        };
-        if let Some(why) = why {
-            return Some((*later, why));
-        }
-        previous = Some(later);
-    }
-    None
-}
-
-/// The extent the damaged record's header claims, if that header is the
-/// torn write's own: it carries the expected seq, and each page it lies in
-/// was kept. Past the acknowledged records a lost page holds zeros, and a
-/// tear leaves garbage only to the end of its sector and nothing of the
-/// write after it, so a header whose seq reads `expected` and whose bytes
-/// in each of its pages are not all zeros is the write's, length and all.
-/// (A header across a page boundary whose part in one page is zeros may
-/// keep its seq from a kept page and lose its length to a lost one.) The
-/// later page starts past the damage, where a lost page holds zeros: it
-/// was kept if it holds anything but zeros, in the header or after it
-/// (the header's part there may be zeros of its own, the high bytes of a
-/// small seq, as `all_pages_kept` reasons for every later page).
-fn own_extent(rest: &[u8], offset: u64, expected: u64) -> Option<u64> {
-    let header = Header::peek(rest).filter(|header| header.seq == expected)?;
-    let split = (PAGE_BYTES - offset % PAGE_BYTES) as usize;
-    let kept = |part: &[u8]| part.iter().any(|&byte| byte != 0);
-    let whole = match rest[..HEADER_SIZE].split_at_checked(split) {
-        Some((first, second)) if !second.is_empty() => {
-            let later_page = &rest[split..rest.len().min(split + PAGE_BYTES as usize)];
-            let whole = kept(first) && kept(later_page);
-            if whole {
-                durlog_vfs::mark!(
-                    "recovery: a header across a page boundary taken as the write's own"
-                );
-            }
-            whole
-        }
-        _ => true,
-    };
-    whole.then(|| header.record_len())
-}
-
-/// A crash keeps or loses each page of the last write whole, and keeps
-/// nothing of it past where it was torn. The damaged record's first page
-/// was kept if its header is the write's own (`own_extent`: lost, it would
-/// hold the zeros that were there); a later page was kept if a valid
-/// record lies in it, or if it holds anything but zeros (it starts past
-/// the damage, so past where the write began, where a lost page holds
-/// zeros); and a valid record after the damaged one means the tear came
-/// after it too. If every page of the damaged record was kept, with the
-/// tear after it, the record is whole, yet it is not: that later record.
-fn all_pages_kept(
-    rest: &[u8],
-    offset: u64,
-    own_extent: Option<u64>,
-    later_records: &[LaterRecord],
-) -> Option<LaterRecord> {
-    let extent = own_extent.filter(|&extent| extent <= rest.len() as u64)?;
-    let whole = |later: &&LaterRecord| !later.repaired;
-    let after = later_records
-        .iter()
-        .filter(whole)
-        .find(|later| later.at as u64 >= extent)?;
-    let (first_page, last_page) = (offset / PAGE_BYTES, (offset + extent - 1) / PAGE_BYTES);
-    for page in first_page + 1..=last_page {
-        let start = (page * PAGE_BYTES - offset) as usize;
-        let end = (start + PAGE_BYTES as usize).min(rest.len());
-        let holds_a_record = later_records
-            .iter()
-            .filter(whole)
-            .any(|later| later.at < end && start < later.at + later.len);
-        if !holds_a_record && crate::format::all_zeros(&rest[start..end]) {
-            return None;
-        }
-    }
-    Some(*after)
-}
-
-/// A header at a sector boundary inside the damaged record's own extent
-/// (when that record's header is the torn write's own, `own_extent`) that
-/// claims the very next seq: the start of a write that landed over the
-/// damaged record. Inside the extent lie only that record's payload bytes,
-/// an event's data, which would have to hold exactly that seq at exactly
-/// such a place; FORMAT.md lists the risk. Not the batch's own first
-/// version, though: a batch of a stream ahead of the seqs often starts at
-/// the next seq, so the 16 bytes whose seq field it is never count (seed
-/// 3139 of 2026-12-07, where the record started 11 bytes before a sector
-/// boundary and its stream's name took 2 bytes).
-fn next_header_inside(
-    rest: &[u8],
-    offset: u64,
-    expected: u64,
-    own_extent: Option<u64>,
-) -> Option<LaterRecord> {
-    let end = own_extent?.min(rest.len() as u64) as usize;
-    let first = match (offset % SECTOR_BYTES) as usize {
-        0 => SECTOR_BYTES as usize,
-        into => SECTOR_BYTES as usize - into,
-    };
-    let own_first_version = own_first_version_at(rest);
-    (first..end).step_by(SECTOR_BYTES as usize).find_map(|at| {
-        if Some(at + HEADER_SEQ_FIELD.start) == own_first_version {
-            return None;
-        }
-        let header = Header::peek(&rest[at..])?;
-        (header.seq == expected + 1).then(|| LaterRecord {
-            at,
-            seq: header.seq,
-            len: header.record_len() as usize,
-            repaired: false,
-        })
-    })
-}
-
-/// Where the damaged record's batch keeps its first version, by the
-/// stream name's length its payload starts with (FORMAT.md, "Batch").
-fn own_first_version_at(rest: &[u8]) -> Option<usize> {
-    let stream_len = u16_at(rest, HEADER_SIZE)?;
-    Some(HEADER_SIZE + first_version_at(usize::from(stream_len)))
 }
 
 #[cfg(test)]

@@ -37,6 +37,7 @@ use crate::index::{Index, Location};
 use crate::segment::{SegmentMeta, Window};
 
 pub(crate) mod decide;
+mod later;
 mod names;
 pub(crate) mod report;
 mod reread;

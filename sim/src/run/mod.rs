@@ -11,16 +11,14 @@
 //! (`crate::report`). The first violation ends the run.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
 use durlog::{Error, Event, Expected, Log, NextSegment, Ticket};
 use durlog_vfs::{FaultKind, SimVfs};
 
 use crate::model::ModelEvent;
 use crate::plan::{Action, CrashSpec, EventSpec, ExpectedSpec, Plan, QuotaChange};
-use clock::Clock;
+use node::{Node, sizes};
 use oracle::excuse::{self, Evidence};
 use oracle::{Check, CommitFacts, Limits, Oracle, SubFilter, Submitted};
 
@@ -40,6 +38,7 @@ macro_rules! note {
 mod change;
 pub(crate) mod clock;
 mod follow;
+mod node;
 mod oracle;
 mod reopen;
 mod stores;
@@ -103,68 +102,6 @@ pub fn run_plan_on(
     result.violation = outcome.err();
     result.trace = world.trace.unwrap_or_default();
     result
-}
-
-/// The machine under test: its disk, the log's directory, the log when
-/// it is open, its subscribers, and what the log was opened with (its
-/// clock, its failpoint switch, its quota).
-struct Node {
-    vfs: SimVfs,
-    log: Option<Log>,
-    clock: Clock,
-    failpoint_armed: Arc<AtomicBool>,
-    max_bytes: u64,
-    /// The files a misdirected write hit, as recovery was about to read
-    /// them: whether its copy was there for recovery to find.
-    before_open: Vec<(PathBuf, Vec<u8>)>,
-    /// The log's directory, and how many times the run started over.
-    dir: PathBuf,
-    generation: u32,
-    /// Subscribers, shared with the failpoint hook.
-    followers: follow::SharedFollowers,
-    /// Followers of the files, as in another process.
-    twins: twins::Twins,
-}
-
-impl Node {
-    /// The disk as a second opener must leave it: each file of the log's
-    /// directory with its size and a hash of its bytes as reads see them,
-    /// and a hash of everything a power loss would leave.
-    fn files(&self) -> (Vec<FileState>, u128) {
-        let files = (self.vfs.files().into_iter())
-            .filter(|path| path.starts_with(&self.dir))
-            .map(|path| {
-                let seen = self.vfs.with_file_contents(&path, |bytes| {
-                    (
-                        bytes.len(),
-                        durlog_testbed::fold_digests(bytes.chunks(8).map(word)),
-                    )
-                });
-                (path, seen)
-            })
-            .collect();
-        (files, self.vfs.image_digest())
-    }
-
-    /// How many times the log has read the run's clock.
-    fn ticks(&self) -> i64 {
-        self.clock.ticks()
-    }
-
-    fn new(plan: &Plan, vfs: SimVfs) -> Node {
-        Node {
-            vfs,
-            log: None,
-            clock: Clock::default(),
-            failpoint_armed: Arc::new(AtomicBool::new(false)),
-            max_bytes: plan.max_bytes,
-            before_open: Vec::new(),
-            dir: PathBuf::from(LOG_DIR),
-            generation: 0,
-            followers: follow::SharedFollowers::default(),
-            twins: twins::Twins::default(),
-        }
-    }
 }
 
 /// One run: the plan, the node it runs on, the oracle, what is in flight,
@@ -641,26 +578,4 @@ fn expected_version(spec: ExpectedSpec, current: u64) -> Expected {
         ExpectedSpec::NoStream => Expected::NoStream,
         ExpectedSpec::StreamExists => Expected::StreamExists,
     }
-}
-
-/// A file's path, and its size and bytes' hash if it is there.
-type FileState = (PathBuf, Option<(usize, u64)>);
-
-/// Each file's name and size, for a message.
-fn sizes(files: &[FileState]) -> Vec<(String, Option<usize>)> {
-    (files.iter())
-        .map(|(path, seen)| {
-            let name = path
-                .file_name()
-                .map_or_else(String::new, |name| name.to_string_lossy().into_owned());
-            (name, seen.map(|(len, _)| len))
-        })
-        .collect()
-}
-
-/// Up to 8 bytes as a word, for the hash of a file's bytes.
-fn word(bytes: &[u8]) -> u64 {
-    let mut word = [0u8; 8];
-    word[..bytes.len()].copy_from_slice(bytes);
-    u64::from_le_bytes(word)
 }

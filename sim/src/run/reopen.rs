@@ -1,76 +1,18 @@
-//! Reopening, in the runner: the options a log is opened with, the retries
-//! when injected faults make Open fail, the rule behind a refusal (from a
-//! read-only check of the same directory), and the oracle's judgement of
-//! what recovery kept or refused.
+//! Reopening, in the runner (`node.rs` says what a log opens with): the
+//! retries when injected faults make Open fail, the rule behind a refusal
+//! (from a read-only check of the same directory), and the oracle's
+//! judgement of what recovery kept or refused.
 
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
-use durlog::{Error, Log, NextSegment, Options, recovery};
+use durlog::{Error, Log, recovery};
 use durlog_vfs::{FaultKind, SimVfs};
 
 use super::follow;
 use super::oracle::Check;
 use super::oracle::excuse::{self, Evidence};
-use super::{CrashPoint, LOG_DIR, Node, OPEN_ATTEMPTS_MAX, Recovery, World};
-use crate::plan::{CrashSpec, Plan};
-
-impl Node {
-    /// The options the log opens with: the run's clock, its quota, and a
-    /// failpoint hook that polls the subscribers between a group's write
-    /// and its sync (nothing of the group may reach one yet) and loses
-    /// power there when armed.
-    fn options(&self, plan: &Plan) -> Options {
-        let clock = self.clock.clone();
-        let armed = Arc::clone(&self.failpoint_armed);
-        let followers = Arc::clone(&self.followers);
-        let vfs = self.vfs.clone();
-        Options {
-            segment_bytes: plan.segment_bytes,
-            max_bytes: self.max_bytes,
-            now: Some(Arc::new(move || clock.read())),
-            failpoint: Some(Arc::new(move |_name: &str| {
-                follow::lock(&followers).poll_during_commit();
-                if armed.swap(false, Ordering::SeqCst) {
-                    vfs.halt();
-                    return Err(std::io::Error::other("power loss at the failpoint"));
-                }
-                Ok(())
-            })),
-        }
-    }
-
-    pub(super) fn open(&self, plan: &Plan) -> Result<Log, Error> {
-        let log = Log::open_tuned(
-            self.vfs.clone(),
-            &self.dir,
-            self.options(plan),
-            plan.tuning.with(|tuning| {
-                // A thread of the log's own would make the run depend
-                // on scheduling: the runner prepares at seeded points.
-                tuning.next_segment = match plan.tuning.next_segment {
-                    NextSegment::Background => NextSegment::OnCall,
-                    other => other,
-                };
-            }),
-        )?;
-        if let Some(retention) = plan.retention {
-            log.set_retention(retention);
-        }
-        Ok(log)
-    }
-
-    /// A fresh, empty log in a new directory, so that the damage records
-    /// of the old one excuse nothing in it.
-    fn start_over(&mut self, plan: &Plan) {
-        follow::lock(&self.followers).list.clear();
-        self.twins.clear();
-        self.generation += 1;
-        self.dir = PathBuf::from(format!("{LOG_DIR}-{}", self.generation));
-        self.max_bytes = plan.max_bytes;
-    }
-}
+use super::{CrashPoint, OPEN_ATTEMPTS_MAX, Recovery, World};
+use crate::plan::CrashSpec;
 
 impl World<'_> {
     pub(super) fn reopen(&mut self, recovery: CrashSpec) -> Check {
