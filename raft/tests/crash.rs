@@ -31,7 +31,7 @@ use durlog_raft::LogStore;
 use durlog_raft::events::{EventRequest, TypeConfig};
 use durlog_testbed::Violation;
 use durlog_testbed::explore::{
-    Exhaustible, ExploreOptions, PAGES_MAX, PowerLossHook, StateId, explore, replay,
+    Exhaustible, ExploreOptions, LossFacts, PAGES_MAX, PowerLossHook, StateId, explore, replay,
 };
 use durlog_testbed::options::NoOptions;
 use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
@@ -381,7 +381,10 @@ fn run_case(case: &Case, disk: &SimVfs, mut hook: Option<PowerLossHook<'_>>) -> 
         disk.put_durable_file(path, bytes);
     }
     let rt = runtime();
-    let mut power_lost = |in_recovery| hook.as_mut().is_none_or(|hook| hook(disk, in_recovery));
+    let mut power_lost = |in_recovery| {
+        hook.as_mut()
+            .is_none_or(|hook| hook(disk, LossFacts::new(in_recovery)))
+    };
     let mut allowed = vec![case.before.clone()];
     if let Ok(mut store) = open(disk) {
         let outcome = rt.block_on(run(&mut store, &case.op));
@@ -482,6 +485,7 @@ fn explore_all(names: &[&str]) -> u64 {
         pages_max: PAGES_MAX,
         recovery_crashes: true,
         fail_fast: false,
+        share: Default::default(),
     };
     let mut total = 0;
     for &name in names {

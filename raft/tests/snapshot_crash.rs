@@ -23,7 +23,7 @@ use durlog::vfs::SimVfs;
 use durlog_raft::snapshot_file::{Saved, SnapshotFile};
 use durlog_testbed::Violation;
 use durlog_testbed::explore::{
-    Exhaustible, ExploreOptions, PAGES_MAX, PowerLossHook, StateId, explore, replay,
+    Exhaustible, ExploreOptions, LossFacts, PAGES_MAX, PowerLossHook, StateId, explore, replay,
 };
 use durlog_testbed::options::NoOptions;
 use openraft::{CommittedLeaderId, LogId, Membership, SnapshotMeta, StoredMembership};
@@ -158,7 +158,10 @@ fn run_case(case: Case, disk: &SimVfs, mut hook: Option<PowerLossHook<'_>>) -> R
         }
         Err(_) => {}
     }
-    let mut power_lost = |in_recovery| hook.as_mut().is_none_or(|hook| hook(disk, in_recovery));
+    let mut power_lost = |in_recovery| {
+        hook.as_mut()
+            .is_none_or(|hook| hook(disk, LossFacts::new(in_recovery)))
+    };
     if !disk.is_halted() {
         disk.halt();
     }
@@ -197,6 +200,7 @@ fn power_loss_at_every_disk_operation_of_a_save_keeps_the_old_snapshot_or_the_ne
         pages_max: PAGES_MAX,
         recovery_crashes: true,
         fail_fast: false,
+        share: Default::default(),
     };
     let mut total = 0;
     for case in SnapshotSaves.workloads(1) {

@@ -22,7 +22,7 @@
 mod workload;
 
 use durlog_testbed::Violation;
-use durlog_testbed::explore::{Exhaustible, PowerLossHook};
+use durlog_testbed::explore::{Exhaustible, LossFacts, PowerLossHook};
 use durlog_vfs::SimVfs;
 
 pub use durlog_testbed::explore::FaultPoint;
@@ -74,9 +74,18 @@ impl Exhaustible for DurlogWorkloads {
     ) -> (Option<Violation>, Vec<String>) {
         let plan = workload.plan(self.options.canary);
         let hook = on_power_loss.map(|mut hook| {
-            Box::new(move |vfs: &SimVfs, point: CrashPoint| {
-                hook(vfs, point == CrashPoint::Recovery)
-            }) as crate::run::PowerLossHook<'_>
+            Box::new(
+                move |vfs: &SimVfs, point: CrashPoint, runner: &dyn Fn() -> Option<u64>| {
+                    let in_recovery = point == CrashPoint::Recovery;
+                    hook(
+                        vfs,
+                        LossFacts {
+                            in_recovery,
+                            runner,
+                        },
+                    )
+                },
+            ) as crate::run::PowerLossHook<'_>
         });
         let result = run_plan_on(&plan, disk, None, trace, hook);
         (result.violation, result.trace)

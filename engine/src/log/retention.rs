@@ -39,7 +39,7 @@ use super::{Lead, Log, lock};
 ///
 /// `#[non_exhaustive]`, so that a limit added later breaks no caller:
 /// `Retention::default().with(|retention| retention.max_bytes = Some(n))`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub struct Retention {
     /// Keep at most this many bytes of records (`size()`); `None`: no limit.

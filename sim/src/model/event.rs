@@ -2,7 +2,7 @@
 //! extras, and the engine's `Event` it stands for.
 
 /// One acknowledged event.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ModelEvent {
     pub event_type: String,
     pub data: Vec<u8>,
@@ -12,7 +12,7 @@ pub struct ModelEvent {
 
 /// An event's id, metadata and content type (FORMAT.md, "Extras"); none
 /// of them in most.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Extras {
     pub id: Option<[u8; durlog::EVENT_ID_BYTES]>,
     /// Empty: none.

@@ -25,7 +25,7 @@ pub enum IdsSay {
 }
 
 /// One acknowledged append (one record).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Hash)]
 struct Acked {
     seq: u64,
     stream: String,
@@ -36,7 +36,7 @@ struct Acked {
     encoded: Vec<u8>,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Hash)]
 pub struct Model {
     /// Each stream's events that are kept (not purged), in version order.
     streams: BTreeMap<String, Vec<ModelEvent>>,

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A stream's metadata and deletion, as the model keeps them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Entry {
     pub max_count: Option<u64>,
     pub truncate_before: Option<u64>,
@@ -15,7 +15,7 @@ pub struct Entry {
     pub deleted: Option<Deleted>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Deleted {
     /// Soft, when the stream was at this version.
     Soft(u64),
@@ -23,7 +23,7 @@ pub enum Deleted {
 }
 
 /// What the model knows beside the records.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, Hash)]
 pub struct Tables {
     pub entries: BTreeMap<String, Entry>,
     pub consumers: BTreeMap<String, u64>,

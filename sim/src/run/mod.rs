@@ -41,6 +41,7 @@ mod follow;
 mod node;
 mod oracle;
 mod reopen;
+mod share;
 mod stores;
 mod twins;
 
@@ -59,11 +60,13 @@ pub fn run_plan(plan: &Plan, keep: Option<&[bool]>, trace: bool) -> SeedResult {
     run_plan_on(plan, vfs, keep, trace, None)
 }
 
-/// Called after each power loss of a run, with where it struck, once the
-/// disk holds what it left and before the log is reopened; `false` ends
-/// the run there with no verdict (the caller has checked a run from this
-/// state already, or wants none).
-pub type PowerLossHook<'a> = Box<dyn FnMut(&SimVfs, CrashPoint) -> bool + 'a>;
+/// Called after each power loss of a run, with where it struck and how to
+/// take a digest of the runner's state (`run/share.rs`; none while
+/// subscribers run), once the disk holds what it left and before the log is
+/// reopened; `false` ends the run there with no verdict (the caller has
+/// checked a run from this state already, or wants none).
+pub type PowerLossHook<'a> =
+    Box<dyn FnMut(&SimVfs, CrashPoint, &dyn Fn() -> Option<u64>) -> bool + 'a>;
 
 /// [`run_plan`] on a disk the caller prepared (an exhaustive checker sets
 /// a `CrashScript` on it first), with a hook at each power loss.
@@ -123,6 +126,8 @@ struct World<'a> {
     result: SeedResult,
     trace: Option<Vec<String>>,
     on_power_loss: Option<PowerLossHook<'a>>,
+    /// The plan's action under way (its length: the final checks).
+    step: usize,
 }
 
 impl<'a> World<'a> {
@@ -140,16 +145,17 @@ impl<'a> World<'a> {
             result: SeedResult::default(),
             trace: trace.then(Vec::new),
             on_power_loss: None,
+            step: 0,
         }
     }
 
     /// After a power loss: whether the run goes on (see [`PowerLossHook`]).
     /// If not, it ends here as if the log had been refused.
     fn goes_on_after_power_loss(&mut self, point: CrashPoint) -> bool {
-        let goes_on = self
-            .on_power_loss
-            .as_mut()
-            .is_none_or(|hook| hook(&self.node.vfs, point));
+        let mut hook = self.on_power_loss.take();
+        let goes_on = (hook.as_mut())
+            .is_none_or(|hook| hook(&self.node.vfs, point, &|| self.runner_digest()));
+        self.on_power_loss = hook;
         if !goes_on {
             note!(
                 self,
@@ -197,6 +203,7 @@ impl<'a> World<'a> {
             if keep.is_some_and(|keep| !keep.get(step).copied().unwrap_or(false)) {
                 continue;
             }
+            self.step = step;
             self.maybe_plant_canary(step).map_err(at(step))?;
             self.result.counters.cycles += 1;
             note!(self, "{step:4}: {action}");
@@ -215,6 +222,7 @@ impl<'a> World<'a> {
         }
         // A last check, then a last power loss and recovery.
         let end = self.plan.actions.len();
+        self.step = end;
         note!(self, "{end:4}: final check, power loss, reopen");
         self.full_check().map_err(at(end))?;
         self.final_reopen = true;

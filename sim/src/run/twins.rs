@@ -131,6 +131,11 @@ impl Twins {
         Ok(())
     }
 
+    /// No twin has been started in the run.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.list.is_empty() && self.disk.is_none()
+    }
+
     pub(crate) fn clear(&mut self) {
         self.list.clear();
     }

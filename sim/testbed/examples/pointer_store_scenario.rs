@@ -19,7 +19,7 @@ use std::io;
 use std::process::ExitCode;
 use std::str::FromStr;
 
-use durlog_testbed::explore::{Exhaustible, PowerLossHook};
+use durlog_testbed::explore::{Exhaustible, LossFacts, PowerLossHook};
 use durlog_testbed::fs::Fs;
 use durlog_testbed::options::FaultList;
 use durlog_testbed::{Outcome, Scenario, Tally, Violation, cli};
@@ -143,7 +143,7 @@ fn run_actions(
                 tally.power_losses += 1;
                 if !on_power_loss
                     .as_mut()
-                    .is_none_or(|hook| hook(vfs, in_recovery))
+                    .is_none_or(|hook| hook(vfs, LossFacts::new(in_recovery)))
                 {
                     return Ok(());
                 }

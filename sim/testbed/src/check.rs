@@ -328,6 +328,7 @@ impl<S: Store + 'static> Check<S> {
             pages_max: PAGES_MAX,
             recovery_crashes: true,
             fail_fast: true,
+            share: Default::default(),
         };
         let jobs = self.jobs.unwrap_or_else(cores);
         let summary = run_exhaust(&workloads, options, jobs, &ExhaustProgress::default());

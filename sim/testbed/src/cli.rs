@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 
 use crate::campaign::{Progress, Summary, check_determinism, run_campaign};
 use crate::explore::{
-    ExhaustOptions, ExhaustProgress, Exhaustible, PAGES_MAX, StateId, replay, replay_command,
-    run_exhaust,
+    ExhaustOptions, ExhaustProgress, Exhaustible, PAGES_MAX, Share, StateId, replay,
+    replay_command, run_exhaust,
 };
 use crate::options;
 use crate::shard::{self, ShardReport, run_header};
@@ -120,6 +120,12 @@ pub struct ExhaustArgs {
     /// Stop taking workloads at the first violation.
     #[arg(long)]
     pub fail_fast: bool,
+    /// Where a state judged before is looked for: at the same fault point
+    /// (each-point), at every fault point of the workload by the images
+    /// and the runner's digests (across-points), or as each-point with
+    /// every match demanded to be judged alike (verify).
+    #[arg(long, value_enum, default_value_t = Share::AcrossPoints)]
+    pub share: Share,
     /// Threads (default: the number of cores).
     #[arg(long)]
     pub jobs: Option<usize>,
@@ -490,6 +496,7 @@ pub fn exhaust<E: Exhaustible>(scenario: &E, args: &ExhaustArgs) -> ExitCode {
         pages_max: args.pages_max,
         recovery_crashes: !args.no_recovery_crashes,
         fail_fast: args.fail_fast,
+        share: args.share,
     };
     let jobs = jobs_or_cores(args.jobs);
     let total = scenario.workloads(args.ops).len() as u64;

@@ -22,14 +22,28 @@
 //! crash outcomes are in the image). A duplicate also skips every outcome
 //! that only later decisions tell apart.
 //!
-//! With recovery crashes on, each point (the end and the failures too,
-//! whose first power loss is the one after the last operation) is
-//! enumerated again for r = 1, 2, ... with a second scripted power loss
-//! during the r-th counted operation after the first, until r passes every
-//! recovery's end; a state whose second power loss struck outside
-//! recovery is not counted.
+//! Across the fault points of a workload, a state is judged once too
+//! (`share.rs`, [`Share`]): a scenario whose hook is told a digest of its
+//! runner at each power loss (the step it was at, its model, the evidence
+//! its excuses may cite: everything outside the disk that the rest of the
+//! run depends on) lets the explorer end a run whose images and runner
+//! digests, loss by loss, match a state judged at another point. A crash
+//! during a write and one during the sync after it often leave the same
+//! disk and the same model. [`Share::Verify`] runs every state anyway and
+//! demands that matching states are judged alike.
+//!
+//! With recovery crashes on, each distinct state at a first power loss (a
+//! family: per point, or across points where states are shared) is run
+//! again for r = 1, 2, ... with a second scripted power loss during the
+//! r-th counted operation after the first, its first loss's choices held
+//! and every outcome of the second enumerated, until r passes the end of
+//! its recovery; a state whose second power loss struck outside recovery
+//! is not counted. (Until 2026-12-07 the choices of the first loss were
+//! enumerated again for each r, and the run after a family's first was
+//! taken for a duplicate at that loss: only the first outcome of each
+//! recovery crash was checked.)
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::str::FromStr;
 
@@ -38,9 +52,12 @@ use durlog_vfs::{CrashScript, FaultKind, SimVfs, TraceKind};
 use crate::options::Options;
 use crate::{Violation, panic_message};
 
+mod share;
 mod state;
 mod summary;
 
+pub use share::Share;
+use share::{FamilyKey, Judged, SharedKey, judged_unlike};
 pub use state::{FaultPoint, StateId};
 pub use summary::{
     ExhaustOptions, ExhaustProgress, ExhaustSummary, replay, replay_command, run_exhaust,
@@ -53,10 +70,34 @@ pub const PANIC_PREFIX: &str = "panic: ";
 /// The default bound on dirty pages decided one by one per power loss.
 pub const PAGES_MAX: u32 = 10;
 
-/// Called after each power loss of a run with whether it struck during a
-/// recovery, once the disk holds what it left and before anything is
-/// reopened; `false` ends the run there with no verdict.
-pub type PowerLossHook<'a> = Box<dyn FnMut(&SimVfs, bool) -> bool + 'a>;
+/// Called after each power loss of a run, once the disk holds what it left
+/// and before anything is reopened; `false` ends the run there with no
+/// verdict.
+pub type PowerLossHook<'a> = Box<dyn FnMut(&SimVfs, LossFacts<'_>) -> bool + 'a>;
+
+/// What a power loss tells the explorer besides the disk.
+#[derive(Clone, Copy)]
+pub struct LossFacts<'a> {
+    /// It struck during a recovery.
+    pub in_recovery: bool,
+    /// A digest of everything outside the disk's image that the rest of
+    /// the run depends on (the step it was at, the scenario's model, the
+    /// evidence its excuses may cite), if the scenario can give one: runs
+    /// that agree on it and on the images are judged once across fault
+    /// points ([`Share`]). `None` keeps the state to its own point. Asked
+    /// for only where a state is new at its point.
+    pub runner: &'a dyn Fn() -> Option<u64>,
+}
+
+impl LossFacts<'static> {
+    /// A power loss with no runner digest.
+    pub fn new(in_recovery: bool) -> LossFacts<'static> {
+        LossFacts {
+            in_recovery,
+            runner: &|| None,
+        }
+    }
+}
 
 /// A scenario whose small workloads can be explored exhaustively.
 pub trait Exhaustible: Sync {
@@ -107,6 +148,7 @@ pub struct ExploreOptions {
     pub recovery_crashes: bool,
     /// Stop at the first violation.
     pub fail_fast: bool,
+    pub share: Share,
 }
 
 /// What exploring one workload found.
@@ -116,6 +158,8 @@ pub struct WorkloadReport<W> {
     pub failure_points: u64,
     /// Runs made, duplicates cut short included.
     pub runs: u64,
+    /// Of which ended at a state judged at another fault point.
+    pub shared: u64,
     /// Distinct states checked.
     pub states: u64,
     /// Of which with a power loss during recovery too.
@@ -135,6 +179,7 @@ impl<W> Default for WorkloadReport<W> {
             crash_points: 0,
             failure_points: 0,
             runs: 0,
+            shared: 0,
             states: 0,
             recovery_states: 0,
             pages_joined: 0,
@@ -156,27 +201,22 @@ pub fn explore<E: Exhaustible>(
         workload,
         options,
         report: WorkloadReport::default(),
+        judged: BTreeMap::new(),
+        families: Vec::new(),
+        family_keys: BTreeSet::new(),
     };
-    let mut points = explorer.fault_points();
+    let points = explorer.fault_points();
     for &point in &points {
         if explorer.done() {
             break;
         }
-        explorer.enumerate(point, None, &mut BTreeSet::new());
+        explorer.enumerate(point);
     }
     if options.recovery_crashes {
-        points.push(FaultPoint::End);
-        for point in points {
-            // The states whose recovery ended before the operation tried.
-            let mut recovered = BTreeSet::new();
+        for family in std::mem::take(&mut explorer.families) {
             for after in 1.. {
-                if explorer.done() {
-                    break;
-                }
-                let states = explorer.report.recovery_states;
-                explorer.enumerate(point, Some(after), &mut recovered);
-                if explorer.report.recovery_states == states {
-                    break; // past the end of every recovery
+                if explorer.done() || !explorer.enumerate_recovery(&family, after) {
+                    break; // past the end of this recovery
                 }
             }
         }
@@ -184,15 +224,25 @@ pub fn explore<E: Exhaustible>(
     explorer.report
 }
 
-/// A state before its recovery: the failure decisions taken and the
-/// image the first scripted power loss left.
-type FirstLoss = (Vec<u32>, u128);
-
 struct Explorer<'w, E: Exhaustible> {
     scenario: &'w E,
     workload: &'w E::Workload,
     options: ExploreOptions,
     report: WorkloadReport<E::Workload>,
+    /// The states judged so far at any point, by what the rest of their
+    /// runs depend on.
+    judged: BTreeMap<SharedKey, Judged<E::Workload>>,
+    /// The distinct states at a first power loss, in the order found:
+    /// each one's recovery is crashed at each of its operations.
+    families: Vec<Family>,
+    family_keys: BTreeSet<FamilyKey>,
+}
+
+/// A state at the first power loss, whose recovery is crashed later: the
+/// fault point and the choices that reach it.
+struct Family {
+    point: FaultPoint,
+    choices: Vec<u32>,
 }
 
 /// What the hook saw of one run.
@@ -201,12 +251,28 @@ struct Seen {
     power_losses: u32,
     /// Counted operations before the first power loss.
     ops_before_loss: Option<u64>,
-    /// The state at the first scripted power loss.
-    first: Option<FirstLoss>,
-    /// The run was ended at a state checked before.
+    /// The run was ended at a state checked before at its point.
     duplicate: bool,
     /// The second scripted power loss struck outside recovery.
     outside_recovery: bool,
+    /// The run was ended at a state judged at another point.
+    shared: bool,
+    /// The states this run was the first to reach.
+    first_of: Vec<SharedKey>,
+    /// With [`Share::Verify`], the states judged before that it reached.
+    met: Vec<SharedKey>,
+}
+
+impl Seen {
+    fn reached_recovery(&self) -> bool {
+        self.power_losses >= 2 && !self.outside_recovery
+    }
+
+    /// A distinct state to count: one that reached its last scripted
+    /// power loss, for the first time.
+    fn is_new_state(&self, scripted: u32) -> bool {
+        !self.duplicate && !self.shared && self.power_losses >= scripted && !self.outside_recovery
+    }
 }
 
 impl<E: Exhaustible> Explorer<'_, E> {
@@ -218,7 +284,7 @@ impl<E: Exhaustible> Explorer<'_, E> {
     /// (every counted operation before its power loss) and failure points
     /// (the writes and syncs among them), in operation order.
     fn fault_points(&mut self) -> Vec<FaultPoint> {
-        let (ops, before) = self.enumerate(FaultPoint::End, None, &mut BTreeSet::new());
+        let (ops, before) = self.enumerate(FaultPoint::End);
         let mut points = Vec::new();
         for (index, kind) in ops.iter().take(before as usize).enumerate() {
             let op = index as u64 + 1;
@@ -235,17 +301,10 @@ impl<E: Exhaustible> Explorer<'_, E> {
         points
     }
 
-    /// Every outcome at `point`, with a recovery crash `after` operations
-    /// after the first power loss, if any (`recovered`: the states whose
-    /// recovery ended before, skipped; this adds those it finds). Returns
-    /// the kinds of the counted operations of its first run and how many
-    /// came before its first power loss.
-    fn enumerate(
-        &mut self,
-        point: FaultPoint,
-        after: Option<u64>,
-        recovered: &mut BTreeSet<FirstLoss>,
-    ) -> (Vec<TraceKind>, u64) {
+    /// Every outcome at `point`, with no recovery crash. Returns the kinds
+    /// of the counted operations of its first run and how many came before
+    /// its power loss.
+    fn enumerate(&mut self, point: FaultPoint) -> (Vec<TraceKind>, u64) {
         let mut checked = BTreeSet::new();
         let mut choices = Vec::new();
         let mut first_run = None;
@@ -253,37 +312,16 @@ impl<E: Exhaustible> Explorer<'_, E> {
             let id = StateId {
                 workload: self.workload.clone(),
                 point,
-                recovery_crash: after,
+                recovery_crash: None,
                 choices,
             };
-            let (violation, script, seen) = self.run(&id, &mut checked, recovered);
-            self.report.runs += 1;
-            self.report.pages_joined += u64::from(script.pages_joined);
+            let (script, seen) = self.run_and_count(&id, &mut checked, None);
             if first_run.is_none() {
                 let before = seen.ops_before_loss.unwrap_or(script.ops.len() as u64);
                 first_run = Some((script.ops.clone(), before));
             }
-            let reached_recovery = seen.power_losses >= 2 && !seen.outside_recovery;
-            if after.is_some()
-                && !seen.duplicate
-                && !reached_recovery
-                && let Some(first) = seen.first
-            {
-                recovered.insert(first);
-            }
-            if !seen.duplicate && (after.is_none() || reached_recovery) {
-                self.report.states += 1;
-                self.report.recovery_states += u64::from(after.is_some());
-            }
-            if let Some(violation) = violation {
-                self.report.violations += 1;
-                let before = self.report.states.saturating_sub(1);
-                self.report
-                    .first_violation
-                    .get_or_insert((id, violation, before));
-                if self.options.fail_fast {
-                    break;
-                }
+            if self.done() {
+                break;
             }
             match CrashScript::next_choices(&script.decisions) {
                 Some(next) => choices = next,
@@ -293,20 +331,97 @@ impl<E: Exhaustible> Explorer<'_, E> {
         first_run.unwrap_or_default()
     }
 
+    /// Every outcome of a power loss during the `after`-th counted
+    /// operation after `family`'s first power loss, the first loss's
+    /// choices held. Returns whether that operation was one of the
+    /// recovery's (else the recovery had ended, and no state is counted).
+    fn enumerate_recovery(&mut self, family: &Family, after: u64) -> bool {
+        let mut checked = BTreeSet::new();
+        let mut choices = family.choices.clone();
+        let held = family.choices.len();
+        loop {
+            let id = StateId {
+                workload: self.workload.clone(),
+                point: family.point,
+                recovery_crash: Some(after),
+                choices,
+            };
+            let (script, seen) = self.run_and_count(&id, &mut checked, Some(held));
+            if !seen.reached_recovery() {
+                return false;
+            }
+            if self.done() {
+                return true;
+            }
+            match CrashScript::next_choices(&script.decisions) {
+                Some(next) if next.len() > held && next[..held] == family.choices[..] => {
+                    choices = next;
+                }
+                _ => return true,
+            }
+        }
+    }
+
+    /// Runs one state and counts what came of it.
+    fn run_and_count(
+        &mut self,
+        id: &StateId<E::Workload>,
+        checked: &mut BTreeSet<(Vec<u32>, Vec<u128>)>,
+        held: Option<usize>,
+    ) -> (CrashScript, Seen) {
+        let scripted = 1 + u32::from(id.recovery_crash.is_some());
+        let (violation, script, seen) = self.run(id, checked, held);
+        self.report.runs += 1;
+        self.report.pages_joined += u64::from(script.pages_joined);
+        self.report.shared += u64::from(seen.shared);
+        if seen.is_new_state(scripted) {
+            self.report.states += 1;
+            self.report.recovery_states += u64::from(id.recovery_crash.is_some());
+        }
+        if let Some(violation) = violation {
+            self.report.violations += 1;
+            let before = self.report.states.saturating_sub(1);
+            self.report
+                .first_violation
+                .get_or_insert((id.clone(), violation, before));
+        }
+        (script, seen)
+    }
+
+    /// The key of a state at its first power loss, for the families.
+    fn family_key(
+        &self,
+        point: FaultPoint,
+        failures: Vec<u32>,
+        image: u128,
+        runner: Option<u64>,
+    ) -> FamilyKey {
+        match (self.options.share, runner) {
+            (Share::AcrossPoints, Some(runner)) => FamilyKey::Shared(image, runner),
+            _ => FamilyKey::AtPoint(point, failures, image),
+        }
+    }
+
     /// Runs one state, ending it at a scripted power loss whose state is
-    /// in `checked` (and adding those it checks), or at a first power loss
-    /// in `recovered`.
+    /// in `checked` (and adding those it checks) or was judged at another
+    /// point. With `held` (the first loss's choices, held while a recovery
+    /// crash is enumerated) the first loss is not looked up: it is the
+    /// family's.
     fn run(
         &mut self,
         id: &StateId<E::Workload>,
         checked: &mut BTreeSet<(Vec<u32>, Vec<u128>)>,
-        recovered: &BTreeSet<FirstLoss>,
+        held: Option<usize>,
     ) -> (Option<Violation>, CrashScript, Seen) {
         let (vfs, scripted) = prepared_disk(id, self.options.pages_max);
+        let share = self.options.share;
         let mut seen = Seen::default();
         let mut images = Vec::new();
+        let mut losses = Vec::new();
+        let mut found = None;
         let images_found = &mut self.report.images;
-        let hook = |vfs: &SimVfs, in_recovery: bool| {
+        let judged = &self.judged;
+        let hook = |vfs: &SimVfs, loss: LossFacts<'_>| {
             seen.power_losses += 1;
             if seen.power_losses == 1 {
                 seen.ops_before_loss = Some(vfs.op_count());
@@ -314,7 +429,7 @@ impl<E: Exhaustible> Explorer<'_, E> {
             if seen.power_losses > scripted {
                 return true;
             }
-            if seen.power_losses == 2 && !in_recovery {
+            if seen.power_losses == 2 && !loss.in_recovery {
                 seen.outside_recovery = true;
                 return false;
             }
@@ -323,16 +438,40 @@ impl<E: Exhaustible> Explorer<'_, E> {
             images.push(image);
             let script = vfs.crash_script().expect("the disk has a script");
             let failures = failure_decisions(&script);
-            if seen.power_losses == 1 {
-                let first = (failures.clone(), image);
-                if recovered.contains(&first) {
-                    seen.duplicate = true;
+            let first_held = seen.power_losses == 1 && held.is_some();
+            if !first_held {
+                seen.duplicate = !checked.insert((failures.clone(), images.clone()));
+                if seen.duplicate {
                     return false;
                 }
-                seen.first = Some(first);
             }
-            seen.duplicate = !checked.insert((failures, images.clone()));
-            !seen.duplicate
+            // Asked for only here: most power losses are duplicates.
+            let runner = (share != Share::EachPoint).then(loss.runner).flatten();
+            if seen.power_losses == 1 && held.is_none() {
+                let choices = script.decisions.iter().map(|decision| decision.taken);
+                found = Some((failures, image, runner, choices.collect()));
+            }
+            if share == Share::EachPoint {
+                return true;
+            }
+            losses.push(runner.map(|runner| (image, runner)));
+            let Some(losses) = losses.iter().copied().collect::<Option<Vec<_>>>() else {
+                return true;
+            };
+            let key = SharedKey {
+                recovery_crash: id.recovery_crash.filter(|_| seen.power_losses < scripted),
+                losses,
+            };
+            match judged.get(&key) {
+                None => seen.first_of.push(key),
+                Some(_) if share == Share::Verify => seen.met.push(key),
+                Some(_) if first_held => {}
+                Some(_) => {
+                    seen.shared = true;
+                    return false;
+                }
+            }
+            true
         };
         // A panic in the code under test is a violation like any other:
         // reported with its state, and the enumeration goes on from the
@@ -341,14 +480,42 @@ impl<E: Exhaustible> Explorer<'_, E> {
             self.scenario
                 .run_workload(&id.workload, vfs.clone(), false, Some(Box::new(hook)))
         }));
-        let violation = match run {
+        let mut violation = match run {
             Ok((violation, _)) => violation,
             Err(panic) => Some(Violation {
                 step: 0,
                 message: format!("{PANIC_PREFIX}{}", panic_message(&*panic)),
             }),
         };
+        if let Some((failures, image, runner, choices)) = found {
+            let key = self.family_key(id.point, failures, image, runner);
+            if self.family_keys.insert(key) {
+                self.families.push(Family {
+                    point: id.point,
+                    choices,
+                });
+            }
+        }
+        let verdict = (share == Share::Verify).then(|| (violation.clone(), vfs.image_digest()));
         let script = vfs.crash_script().expect("the disk has a script");
+        let unlike = judged_unlike(
+            &self.judged,
+            &seen.met,
+            seen.reached_recovery(),
+            verdict.as_ref(),
+        );
+        if let Some(unlike) = unlike {
+            violation.get_or_insert(unlike);
+        }
+        for key in std::mem::take(&mut seen.first_of) {
+            let last = key.recovery_crash.is_none();
+            let judged = Judged {
+                id: id.clone(),
+                reached: seen.reached_recovery(),
+                verdict: verdict.clone().filter(|_| last),
+            };
+            self.judged.insert(key, judged);
+        }
         (violation, script, seen)
     }
 }

@@ -38,6 +38,7 @@ fn exhaust(
         pages_max: PAGES_MAX,
         recovery_crashes: true,
         fail_fast,
+        share: Default::default(),
     };
     run_exhaust(scenario, options, 2, &ExhaustProgress::default())
 }

@@ -18,7 +18,7 @@ use super::{Check, Oracle};
 
 /// A purge or a truncation whose call failed on a fault that may have
 /// left it on disk: the next reopen decides.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum InDoubt {
     /// The first seq the purge would have kept.
     Purge(u64),
@@ -28,7 +28,7 @@ pub(crate) enum InDoubt {
 
 /// What the retention may purge during the next commit (or, if it
 /// crashes, what the reopen after it may find purged).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Hash)]
 pub(crate) struct RetentionWindow {
     pub(crate) policy: Retention,
     /// The first seqs of the segments before the commit.

@@ -19,6 +19,7 @@
 
 use crate::run::clock::Clock;
 use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
 
 use durlog::{Error, Expected, Log, Tail, recovery};
 use durlog_vfs::FaultEvent;
@@ -51,7 +52,7 @@ const COMMIT_LAYOUT_CHECK_BYTES_MAX: u64 = 8 << 10;
 pub(crate) type Check = Result<(), String>;
 
 /// An append submitted and not yet finished.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Hash)]
 pub(crate) struct Submitted {
     pub(crate) client: u32,
     pub(crate) stream: String,
@@ -129,6 +130,35 @@ impl Oracle {
 
     pub(crate) fn model(&self) -> &Model {
         &self.model
+    }
+
+    /// Feeds `state` everything the oracle's later verdicts depend on:
+    /// the model and what is in doubt, and which checks come next. Its
+    /// counts of what it saw (excuses, read-backs, ids) judge nothing.
+    pub(crate) fn hash_judging_state(&self, state: &mut impl Hasher) {
+        let Oracle {
+            model,
+            in_doubt,
+            change_in_doubt,
+            retention,
+            table_in_doubt,
+            retryable,
+            excused: _,
+            log_checks,
+            full_reads_every,
+            full_reads_in,
+            full_reads: _,
+            ids_decided: _,
+        } = self;
+        model.hash(state);
+        in_doubt.hash(state);
+        change_in_doubt.hash(state);
+        retention.hash(state);
+        table_in_doubt.hash(state);
+        retryable.hash(state);
+        log_checks.hash(state);
+        full_reads_every.hash(state);
+        full_reads_in.hash(state);
     }
 
     pub(crate) fn full_read_backs(&self) -> u64 {

@@ -20,7 +20,7 @@ use super::excuse::Evidence;
 use super::{Check, Oracle};
 
 /// A change to the tables: what it was before and would be after.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Hash)]
 pub(crate) enum TableChange {
     Stream {
         stream: String,

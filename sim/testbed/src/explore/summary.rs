@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use super::{
-    Exhaustible, ExploreOptions, PAGES_MAX, PANIC_PREFIX, StateId, WorkloadReport, explore,
+    Exhaustible, ExploreOptions, PAGES_MAX, PANIC_PREFIX, Share, StateId, WorkloadReport, explore,
     prepared_disk,
 };
 use crate::Violation;
@@ -24,6 +24,7 @@ pub struct ExhaustOptions {
     /// Crash each recovery too, at each of its operations.
     pub recovery_crashes: bool,
     pub fail_fast: bool,
+    pub share: Share,
 }
 
 /// Live counts for a progress display.
@@ -45,6 +46,8 @@ pub struct ExhaustSummary<W> {
     pub crash_points: u64,
     pub failure_points: u64,
     pub runs: u64,
+    /// Runs ended at a state judged at another fault point.
+    pub shared: u64,
     pub states: u64,
     pub recovery_states: u64,
     pub pages_joined: u64,
@@ -87,6 +90,7 @@ pub fn run_exhaust<E: Exhaustible>(
                         pages_max: options.pages_max,
                         recovery_crashes: options.recovery_crashes,
                         fail_fast: options.fail_fast,
+                        share: options.share,
                     };
                     let report = explore(scenario, workload, explore_options);
                     progress.states.fetch_add(report.states, Ordering::Relaxed);
@@ -122,6 +126,7 @@ fn summarize<E: Exhaustible>(
         crash_points: 0,
         failure_points: 0,
         runs: 0,
+        shared: 0,
         states: 0,
         recovery_states: 0,
         pages_joined: 0,
@@ -136,6 +141,7 @@ fn summarize<E: Exhaustible>(
         summary.crash_points += report.crash_points;
         summary.failure_points += report.failure_points;
         summary.runs += report.runs;
+        summary.shared += report.shared;
         summary.pages_joined += report.pages_joined;
         summary.violations += report.violations;
         if let Some((id, violation, before)) = &report.first_violation {
@@ -193,6 +199,21 @@ impl<W> fmt::Display for ExhaustSummary<W> {
             "states      {} distinct states checked ({} with a crash during recovery), {} runs, {} distinct disk images",
             self.states, self.recovery_states, self.runs, self.images
         )?;
+        match self.options.share {
+            Share::EachPoint => writeln!(
+                f,
+                "sharing     none: a state is judged again at each fault point that reaches it"
+            )?,
+            Share::AcrossPoints => writeln!(
+                f,
+                "sharing     {} runs ended at a state judged at another fault point of their workload (the same images and runner digests)",
+                self.shared
+            )?,
+            Share::Verify => writeln!(
+                f,
+                "sharing     verified: every state that matched one judged at another fault point was judged alike"
+            )?,
+        }
         write!(
             f,
             "violations  {} in {} workloads",

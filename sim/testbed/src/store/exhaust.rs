@@ -9,7 +9,7 @@ use std::sync::Arc;
 use durlog_vfs::{FaultConfig, SimVfs};
 
 use super::{Model, Open, Step, Store, StoreOptions, StorePlan, run, short};
-use crate::explore::{Exhaustible, PowerLossHook};
+use crate::explore::{Exhaustible, LossFacts, PowerLossHook};
 use crate::scenario::Violation;
 
 /// A workload: operations of the alphabet by letter (`a` is the first).
@@ -100,7 +100,7 @@ impl<S: Store> Exhaustible for StoreWorkloads<S> {
         // Without a hook (a replay) the runner must still crash at the end,
         // where the explorer's power loss struck: a hook that lets every
         // power loss through does that.
-        let hook = on_power_loss.unwrap_or_else(|| Box::new(|_: &SimVfs, _: bool| true));
+        let hook = on_power_loss.unwrap_or_else(|| Box::new(|_: &SimVfs, _: LossFacts| true));
         let outcome = run::run_plan(&*self.open, disk, &plan, None, trace, Some(hook));
         (outcome.violation, outcome.trace)
     }

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use durlog_vfs::{FaultEvent, FaultKind, SimVfs};
 
 use super::{Failure, Model, Open, PowerLoss, Step, Store, StorePlan, short};
-use crate::explore::PowerLossHook;
+use crate::explore::{LossFacts, PowerLossHook};
 use crate::fs::Fs;
 use crate::scenario::{Counts, Outcome, Violation};
 
@@ -204,7 +204,7 @@ impl<S: Store> Runner<'_, S> {
         self.store = None;
         self.counts.bump("power losses");
         if let Some(hook) = self.hook.as_mut()
-            && !hook(&self.vfs, false)
+            && !hook(&self.vfs, LossFacts::new(false))
         {
             return Err(Stop::End);
         }
@@ -232,7 +232,7 @@ impl<S: Store> Runner<'_, S> {
                     self.counts.bump("power losses during recovery");
                     self.note("  power loss during recovery");
                     if let Some(hook) = self.hook.as_mut()
-                        && !hook(&self.vfs, true)
+                        && !hook(&self.vfs, LossFacts::new(true))
                     {
                         return Err(Stop::End);
                     }
