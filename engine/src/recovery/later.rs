@@ -32,11 +32,8 @@ pub(super) struct LaterRecord {
 pub(super) fn later_records(rest: &[u8], offset: u64, expected: u64) -> Vec<LaterRecord> {
     let seq_max = expected.saturating_add(u64::from(u32::MAX));
     let mut found = Vec::new();
-    for at in 1..rest.len().saturating_sub(HEADER_SIZE - 1) {
+    for at in seq_candidates(rest, expected, seq_max) {
         let header = Header::peek(&rest[at..]).expect("a whole header from here");
-        if header.seq < expected || header.seq > seq_max {
-            continue;
-        }
         let sector_start = (offset + at as u64).is_multiple_of(SECTOR_BYTES);
         if let Some((len, repaired)) = record_at(&rest[at..], sector_start) {
             found.push(LaterRecord {
@@ -48,6 +45,79 @@ pub(super) fn later_records(rest: &[u8], offset: u64, expected: u64) -> Vec<Late
         }
     }
     found
+}
+
+/// The offsets after the front of `rest` where a whole header fits and
+/// its seq field holds `expected..=seq_max`, in order. Runs of bytes that
+/// cannot hold one are passed over eight bytes at a time: where the seqs
+/// in range share a top byte, every header whose seq field ends in another
+/// byte up to the next such byte; and a seq field of zeros (below any
+/// `expected` but 0) up to the next byte that is not zero. Recovery reads
+/// every byte after a damage this way, at every reopen after a torn write.
+fn seq_candidates(rest: &[u8], expected: u64, seq_max: u64) -> Vec<usize> {
+    let end = rest.len().saturating_sub(HEADER_SIZE - 1);
+    let seq_field = HEADER_SEQ_FIELD.start..HEADER_SEQ_FIELD.end;
+    let top_at = seq_field.end - 1;
+    let top = (expected >> 56 == seq_max >> 56).then_some((expected >> 56) as u8);
+    let mut found = Vec::new();
+    let mut at = 1;
+    while at < end {
+        let field = &rest[at + seq_field.start..at + seq_field.end];
+        let seq = u64::from_le_bytes(field.try_into().expect("8 bytes"));
+        let mut next = at + 1;
+        if (expected..=seq_max).contains(&seq) {
+            found.push(at);
+        } else if let Some(top) = top.filter(|&top| rest[at + top_at] != top) {
+            next = next.max(first_equal(rest, at + top_at + 1, top).saturating_sub(top_at));
+        } else if seq == 0 && expected > 0 {
+            next = next.max(first_unequal(rest, at + top_at + 1, 0).saturating_sub(top_at));
+        }
+        at = next;
+    }
+    found
+}
+
+/// The eight bytes at `at`, read as one word in memory order.
+fn word_at(bytes: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// The index of the first byte from `from` on that is `byte` (the length
+/// if none).
+fn first_equal(bytes: &[u8], from: usize, byte: u8) -> usize {
+    const LOW: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut at = from;
+    while at + 8 <= bytes.len() {
+        let equal_bytes_zero = word_at(bytes, at) ^ (LOW * u64::from(byte));
+        // The lowest byte this flags is the first zero byte exactly (a
+        // borrow flags only bytes above a zero one).
+        let flags = equal_bytes_zero.wrapping_sub(LOW) & !equal_bytes_zero & HIGH;
+        if flags != 0 {
+            return at + (flags.trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+    (bytes.get(at..).unwrap_or_default().iter())
+        .position(|&found| found == byte)
+        .map_or(bytes.len(), |index| at + index)
+}
+
+/// The index of the first byte from `from` on that is not `byte` (the
+/// length if none).
+fn first_unequal(bytes: &[u8], from: usize, byte: u8) -> usize {
+    const LOW: u64 = 0x0101_0101_0101_0101;
+    let mut at = from;
+    while at + 8 <= bytes.len() {
+        let differ = word_at(bytes, at) ^ (LOW * u64::from(byte));
+        if differ != 0 {
+            return at + (differ.trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+    (bytes.get(at..).unwrap_or_default().iter())
+        .position(|&found| found != byte)
+        .map_or(bytes.len(), |index| at + index)
 }
 
 /// The length of the record at the front of `bytes` if it is valid (CRC
@@ -228,4 +298,71 @@ fn next_header_inside(
 fn own_first_version_at(rest: &[u8]) -> Option<usize> {
     let stream_len = u16_at(rest, HEADER_SIZE)?;
     Some(HEADER_SIZE + first_version_at(usize::from(stream_len)))
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::{RngExt, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    use super::{HEADER_SEQ_FIELD, HEADER_SIZE, first_equal, first_unequal, seq_candidates};
+
+    /// Every offset, tested one by one: what the skips must agree with.
+    fn every_offset(rest: &[u8], expected: u64, seq_max: u64) -> Vec<usize> {
+        (1..rest.len().saturating_sub(HEADER_SIZE - 1))
+            .filter(|&at| {
+                let field = &rest[at + HEADER_SEQ_FIELD.start..at + HEADER_SEQ_FIELD.end];
+                let seq = u64::from_le_bytes(field.try_into().unwrap());
+                (expected..=seq_max).contains(&seq)
+            })
+            .collect()
+    }
+
+    /// Buffers of runs of zeros, of one byte repeated, of random bytes and
+    /// of seqs in range and just out of it, at every alignment, with seqs
+    /// whose top byte is shared and not: the skips find every offset the
+    /// one-by-one test finds.
+    #[test]
+    fn skipping_finds_what_every_offset_finds() {
+        for seed in 0..1000u64 {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let expected = match seed % 4 {
+                0 => rng.random_range(0..5u64),
+                1 => rng.random_range(1..1u64 << 40),
+                2 => (1u64 << 56) - rng.random_range(1..1u64 << 33),
+                _ => u64::MAX - rng.random_range(0..1u64 << 33),
+            };
+            let seq_max = expected.saturating_add(u64::from(u32::MAX));
+            let len = rng.random_range(0..400);
+            let mut rest = Vec::new();
+            while rest.len() < len {
+                let len = rng.random_range(1..40);
+                match rng.random_range(0..5) {
+                    0 => rest.extend(std::iter::repeat_n(0, len)),
+                    1 => rest.extend(std::iter::repeat_n(rng.random::<u8>(), len)),
+                    2 => rest.extend((0..len).map(|_| rng.random::<u8>())),
+                    3 => {
+                        let seq =
+                            expected.saturating_add(rng.random_range(0..=u64::from(u32::MAX)));
+                        rest.extend(seq.to_le_bytes());
+                    }
+                    _ => rest.extend(expected.wrapping_sub(1).to_le_bytes()),
+                }
+            }
+            assert_eq!(
+                seq_candidates(&rest, expected, seq_max),
+                every_offset(&rest, expected, seq_max),
+                "seed {seed}, expected {expected}"
+            );
+            for from in 0..=rest.len() {
+                let byte = rng.random::<u8>() & 3;
+                let equal =
+                    (rest[from..].iter().position(|&b| b == byte)).map_or(rest.len(), |i| from + i);
+                let unequal =
+                    (rest[from..].iter().position(|&b| b != byte)).map_or(rest.len(), |i| from + i);
+                assert_eq!(first_equal(&rest, from, byte), equal, "seed {seed}");
+                assert_eq!(first_unequal(&rest, from, byte), unequal, "seed {seed}");
+            }
+        }
+    }
 }

@@ -26,7 +26,10 @@ impl World<'_> {
             }
             let mark = self.node.vfs.fault_log_len();
             self.node.before_open = misdirected_files(&self.node.vfs, &self.node.dir);
+            // An explorer's script notes which operations are recovery's.
+            self.node.vfs.set_recovering(true);
             let opened = self.node.open(self.plan);
+            self.node.vfs.set_recovering(false);
             self.node.vfs.crash_after_ops(0);
             self.result.counters.reopens += 1;
             match opened {

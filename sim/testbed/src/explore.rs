@@ -214,11 +214,7 @@ pub fn explore<E: Exhaustible>(
     }
     if options.recovery_crashes {
         for family in std::mem::take(&mut explorer.families) {
-            for after in 1.. {
-                if explorer.done() || !explorer.enumerate_recovery(&family, after) {
-                    break; // past the end of this recovery
-                }
-            }
+            explorer.crash_recovery(&family);
         }
     }
     explorer.report
@@ -243,6 +239,10 @@ struct Explorer<'w, E: Exhaustible> {
 struct Family {
     point: FaultPoint,
     choices: Vec<u32>,
+    /// The counted operations of its recovery, if the scenario said which
+    /// operations were recovering ([`SimVfs::set_recovering`]) and one
+    /// after it was not.
+    recovery_ops: Option<u64>,
 }
 
 /// What the hook saw of one run.
@@ -331,6 +331,41 @@ impl<E: Exhaustible> Explorer<'_, E> {
         first_run.unwrap_or_default()
     }
 
+    /// Every outcome of a power loss during each operation of `family`'s
+    /// recovery: up to where the scenario said it ended, or until a power
+    /// loss strikes after it. With [`Share::Verify`] each is run until
+    /// then, and the end the scenario said must be the end found.
+    fn crash_recovery(&mut self, family: &Family) {
+        let verify = self.options.share == Share::Verify;
+        for after in 1.. {
+            if self.done() {
+                return;
+            }
+            let said_past = family.recovery_ops.is_some_and(|ops| after > ops);
+            if said_past && !verify {
+                return;
+            }
+            let reached = self.enumerate_recovery(family, after);
+            if verify && family.recovery_ops.is_some() && reached == said_past {
+                let message = format!(
+                    "the recovery after the first power loss took {} counted operations by the scenario's word (SimVfs::set_recovering), but a power loss during operation {after} after it struck {} recovery",
+                    family.recovery_ops.unwrap_or_default(),
+                    if reached { "during" } else { "outside" },
+                );
+                let id = StateId {
+                    workload: self.workload.clone(),
+                    point: family.point,
+                    recovery_crash: Some(after),
+                    choices: family.choices.clone(),
+                };
+                self.violation(&id, Violation { step: 0, message });
+            }
+            if !reached {
+                return; // past the end of this recovery
+            }
+        }
+    }
+
     /// Every outcome of a power loss during the `after`-th counted
     /// operation after `family`'s first power loss, the first loss's
     /// choices held. Returns whether that operation was one of the
@@ -379,13 +414,17 @@ impl<E: Exhaustible> Explorer<'_, E> {
             self.report.recovery_states += u64::from(id.recovery_crash.is_some());
         }
         if let Some(violation) = violation {
-            self.report.violations += 1;
-            let before = self.report.states.saturating_sub(1);
-            self.report
-                .first_violation
-                .get_or_insert((id.clone(), violation, before));
+            self.violation(id, violation);
         }
         (script, seen)
+    }
+
+    fn violation(&mut self, id: &StateId<E::Workload>, violation: Violation) {
+        self.report.violations += 1;
+        let before = self.report.states.saturating_sub(1);
+        self.report
+            .first_violation
+            .get_or_insert((id.clone(), violation, before));
     }
 
     /// The key of a state at its first power loss, for the families.
@@ -487,17 +526,33 @@ impl<E: Exhaustible> Explorer<'_, E> {
                 message: format!("{PANIC_PREFIX}{}", panic_message(&*panic)),
             }),
         };
+        let script = vfs.crash_script().expect("the disk has a script");
         if let Some((failures, image, runner, choices)) = found {
             let key = self.family_key(id.point, failures, image, runner);
             if self.family_keys.insert(key) {
+                let before = seen.ops_before_loss.unwrap_or(u64::MAX) as usize;
+                // Up to the next power loss: the recovery after it is
+                // another.
+                let next_loss = script.losses_at.get(1).map(|&op| op as usize);
+                let after_loss = (script
+                    .recovering
+                    .get(before..next_loss.unwrap_or(usize::MAX)))
+                .or_else(|| script.recovering.get(before..))
+                .unwrap_or_default();
+                let recovering = after_loss.iter().take_while(|&&recovering| recovering);
+                let recovery_ops = recovering.count();
                 self.families.push(Family {
                     point: id.point,
                     choices,
+                    // Unknown if the scenario never says it recovers, or if
+                    // the run failed while recovering.
+                    recovery_ops: (script.recovering.contains(&true)
+                        && (recovery_ops < after_loss.len() || violation.is_none()))
+                    .then_some(recovery_ops as u64),
                 });
             }
         }
         let verdict = (share == Share::Verify).then(|| (violation.clone(), vfs.image_digest()));
-        let script = vfs.crash_script().expect("the disk has a script");
         let unlike = judged_unlike(
             &self.judged,
             &seen.met,

@@ -280,6 +280,15 @@ impl SimVfs {
         self.disk().crash_script()
     }
 
+    /// The code under test says it is recovering (opening its store after
+    /// a power loss), or no longer. A script in use notes it for each
+    /// counted operation ([`CrashScript::recovering`]): an explorer that
+    /// crashes a recovery at each of its operations then stops at the
+    /// last one without a run past it.
+    pub fn set_recovering(&self, recovering: bool) {
+        self.disk().set_recovering(recovering);
+    }
+
     /// A hash of the durable state of the whole disk (directories, names,
     /// which names share a file, file bytes): after a power loss, two disks
     /// with the same digest are the same to the next Open.

@@ -90,6 +90,14 @@ pub struct CrashScript {
     pub ops: Vec<TraceKind>,
     /// Filled in: power losses whose dirty pages passed `pages_max`.
     pub pages_joined: u32,
+    /// Filled in: for each counted operation (as `ops`), whether the code
+    /// under test said it was recovering
+    /// ([`SimVfs::set_recovering`](crate::SimVfs::set_recovering)): an
+    /// explorer crashes a recovery at its operations only.
+    pub recovering: Vec<bool>,
+    /// Filled in: the counted operations done when each power loss began,
+    /// scripted or not.
+    pub losses_at: Vec<u64>,
     /// Filled in: a choice asked for an option the decision did not have
     /// (it took the last one): the choices were made for another run.
     pub misfit: bool,
@@ -168,8 +176,9 @@ impl Scripted {
 
     /// Counted operation `op` of `kind` starts: whether power fails
     /// during it.
-    pub(crate) fn counted(&mut self, op: u64, kind: TraceKind) -> bool {
+    pub(crate) fn counted(&mut self, op: u64, kind: TraceKind, recovering: bool) -> bool {
         self.script.ops.push(kind);
+        self.script.recovering.push(recovering);
         self.script.crash_at_ops.contains(&op)
     }
 
@@ -181,6 +190,7 @@ impl Scripted {
 
     /// A power loss starts, after `op` counted operations: scripted or not.
     pub(crate) fn begin_power_loss(&mut self, op: u64) {
+        self.script.losses_at.push(op);
         if let Some(after) = self.script.crash_again_after.take() {
             self.script.crash_at_ops.push(op + after);
         }

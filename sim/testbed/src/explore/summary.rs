@@ -206,7 +206,7 @@ impl<W> fmt::Display for ExhaustSummary<W> {
             )?,
             Share::AcrossPoints => writeln!(
                 f,
-                "sharing     {} runs ended at a state judged at another fault point of their workload (the same images and runner digests)",
+                "sharing     {} runs ended at a state judged at another fault point of their workload (the same images and runner digests; a scenario that gives none shares nothing)",
                 self.shared
             )?,
             Share::Verify => writeln!(

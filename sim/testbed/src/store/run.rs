@@ -244,8 +244,11 @@ impl<S: Store> Runner<'_, S> {
             {
                 self.vfs.crash_after_ops(u64::from(during));
             }
+            // The explorer crashes a recovery at its operations only.
+            self.vfs.set_recovering(true);
             let opened = (self.open)(self.fs.clone());
             let checked = opened.map(|mut store| (check_all(&mut store, &self.states), store));
+            self.vfs.set_recovering(false);
             if self.hook.is_none() {
                 self.vfs.crash_after_ops(0);
             }

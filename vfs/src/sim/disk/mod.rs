@@ -173,6 +173,8 @@ pub(crate) struct Disk {
     no_path: Arc<Path>,
     /// Crash outcomes from a script instead of the RNG (`script.rs`).
     script: Option<Scripted>,
+    /// The code under test says it is recovering (for the script).
+    recovering: bool,
 }
 
 impl Disk {
@@ -201,6 +203,7 @@ impl Disk {
             trace: Trace::new(),
             no_path: Arc::from(Path::new("")),
             script: None,
+            recovering: false,
         }
     }
 
@@ -230,6 +233,10 @@ impl Disk {
         self.script.as_ref().map(|scripted| scripted.script.clone())
     }
 
+    pub(crate) fn set_recovering(&mut self, recovering: bool) {
+        self.recovering = recovering;
+    }
+
     pub(crate) fn faults(&self) -> FaultConfig {
         self.faults.clone()
     }
@@ -255,12 +262,10 @@ impl Disk {
         if armed {
             self.crash_at_op = None;
         }
-        let op = self.op_count;
+        let (op, recovering) = (self.op_count, self.recovering);
         let crashing = armed
-            || self
-                .script
-                .as_mut()
-                .is_some_and(|scripted| scripted.counted(op, call.kind));
+            || (self.script.as_mut())
+                .is_some_and(|scripted| scripted.counted(op, call.kind, recovering));
         let value = effect(self, crashing);
         if !crashing {
             return Ok(value);
