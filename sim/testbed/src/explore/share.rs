@@ -16,17 +16,7 @@ use super::{FaultPoint, StateId};
 use crate::Violation;
 
 /// Where the explorer looks for a state judged before.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
-    clap::ValueEnum,
-    serde::Serialize,
-    serde::Deserialize,
-)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Share {
     /// At the same fault point only, by the images and failure decisions.
     EachPoint,
