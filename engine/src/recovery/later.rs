@@ -7,7 +7,7 @@ use durlog_vfs::{PAGE_BYTES, SECTOR_BYTES};
 
 use crate::format::{
     HEADER_SEQ_FIELD, HEADER_SIZE, Header, RECORD_BYTES_MIN, first_version_at, inspect_batch,
-    parse_record, single_bit_repair, u16_at,
+    parse_record, single_bit_repair, u16_at, u64_at,
 };
 
 /// A valid record found after the damage, which the rules that look beyond
@@ -56,14 +56,12 @@ pub(super) fn later_records(rest: &[u8], offset: u64, expected: u64) -> Vec<Late
 /// every byte after a damage this way, at every reopen after a torn write.
 fn seq_candidates(rest: &[u8], expected: u64, seq_max: u64) -> Vec<usize> {
     let end = rest.len().saturating_sub(HEADER_SIZE - 1);
-    let seq_field = HEADER_SEQ_FIELD.start..HEADER_SEQ_FIELD.end;
-    let top_at = seq_field.end - 1;
+    let top_at = HEADER_SEQ_FIELD.end - 1;
     let top = (expected >> 56 == seq_max >> 56).then_some((expected >> 56) as u8);
     let mut found = Vec::new();
     let mut at = 1;
     while at < end {
-        let field = &rest[at + seq_field.start..at + seq_field.end];
-        let seq = u64::from_le_bytes(field.try_into().expect("8 bytes"));
+        let seq = u64_at(rest, at + HEADER_SEQ_FIELD.start).expect("a whole header from here");
         let mut next = at + 1;
         if (expected..=seq_max).contains(&seq) {
             found.push(at);
@@ -77,15 +75,18 @@ fn seq_candidates(rest: &[u8], expected: u64, seq_max: u64) -> Vec<usize> {
     found
 }
 
-/// The eight bytes at `at`, read as one word in memory order.
+/// A one in each byte of a word: `LOW * byte` is `byte` eight times.
+const LOW: u64 = 0x0101_0101_0101_0101;
+
+/// Eight bytes at `at`, read as one word in memory order (the first byte
+/// lowest).
 fn word_at(bytes: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
+    u64_at(bytes, at).expect("eight bytes from here")
 }
 
 /// The index of the first byte from `from` on that is `byte` (the length
 /// if none).
 fn first_equal(bytes: &[u8], from: usize, byte: u8) -> usize {
-    const LOW: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let mut at = from;
     while at + 8 <= bytes.len() {
@@ -106,7 +107,6 @@ fn first_equal(bytes: &[u8], from: usize, byte: u8) -> usize {
 /// The index of the first byte from `from` on that is not `byte` (the
 /// length if none).
 fn first_unequal(bytes: &[u8], from: usize, byte: u8) -> usize {
-    const LOW: u64 = 0x0101_0101_0101_0101;
     let mut at = from;
     while at + 8 <= bytes.len() {
         let differ = word_at(bytes, at) ^ (LOW * u64::from(byte));
