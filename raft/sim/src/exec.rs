@@ -19,10 +19,11 @@
 //! functions (`spawn`, `sleep`, `now`), which find it there.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 
@@ -51,39 +52,112 @@ type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
 struct Task {
     owner: Owner,
     future: BoxFuture,
+    /// Made once, at the spawn: each poll lends it.
+    waker: Waker,
+    /// The waker's own state (whether the task is queued).
+    wakes: Arc<TaskWaker>,
 }
 
-/// Task ids woken and not yet run, in wake order. Behind a mutex only
-/// because a `Waker` must be `Send + Sync`; one thread ever touches it.
-#[derive(Default)]
-struct ReadyQueue {
-    order: VecDeque<u64>,
-    queued: BTreeSet<u64>,
-}
+/// Tasks woken and not yet run, in wake order, by (slot, id). Behind a
+/// mutex only because a `Waker` must be `Send + Sync`; one thread ever
+/// touches it.
+type ReadyQueue = Arc<Mutex<VecDeque<(usize, u64)>>>;
 
 struct TaskWaker {
+    slot: usize,
     id: u64,
-    ready: Arc<Mutex<ReadyQueue>>,
+    /// In the ready queue now: a task woken twice before it runs is
+    /// queued once.
+    queued: AtomicBool,
+    ready: ReadyQueue,
+}
+
+impl TaskWaker {
+    fn queue(&self) {
+        if !self.queued.swap(true, Ordering::Relaxed) {
+            self.ready
+                .lock()
+                .expect("ready queue")
+                .push_back((self.slot, self.id));
+        }
+    }
 }
 
 impl Wake for TaskWaker {
     fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
+        self.queue();
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        let mut ready = self.ready.lock().expect("ready queue");
-        if ready.queued.insert(self.id) {
-            ready.order.push_back(self.id);
+        self.queue();
+    }
+}
+
+/// The live tasks, in slots used again once free. A task's id counts up
+/// from 1 and is never reused: it tells a task from the one its slot held
+/// before, and it orders the tasks wherever many are dropped at once.
+#[derive(Default)]
+struct Tasks {
+    /// (the id of the task last given the slot, the task while it lives;
+    /// `None` too while it is polled).
+    slots: Vec<(u64, Option<Task>)>,
+    free: Vec<usize>,
+}
+
+impl Tasks {
+    /// The slot the next task will take.
+    fn next_slot(&self) -> usize {
+        self.free.last().copied().unwrap_or(self.slots.len())
+    }
+
+    fn insert(&mut self, slot: usize, id: u64, task: Task) {
+        debug_assert_eq!(slot, self.next_slot());
+        match self.free.pop() {
+            Some(_) => self.slots[slot] = (id, Some(task)),
+            None => self.slots.push((id, Some(task))),
         }
+    }
+
+    /// Takes task `id` out of `slot` to poll it; `None` if it is gone.
+    fn take(&mut self, slot: usize, id: u64) -> Option<Task> {
+        match self.slots.get_mut(slot) {
+            Some((held, task)) if *held == id => task.take(),
+            _ => None,
+        }
+    }
+
+    /// After a poll: `task` back in its slot, or the slot free.
+    fn put_back(&mut self, slot: usize, task: Option<Task>) {
+        let live = task.is_some();
+        self.slots[slot].1 = task;
+        if !live {
+            self.free.push(slot);
+        }
+    }
+
+    /// Takes out every task `keep` refuses, in the order they were spawned.
+    fn remove_unless(&mut self, keep: impl Fn(&Task) -> bool) -> Vec<Task> {
+        let mut removed: Vec<(u64, Task)> = Vec::new();
+        for (slot, (id, task)) in self.slots.iter_mut().enumerate() {
+            if task.as_ref().is_some_and(|task| !keep(task)) {
+                removed.extend(task.take().map(|task| (*id, task)));
+                self.free.push(slot);
+            }
+        }
+        removed.sort_by_key(|&(id, _)| id);
+        removed.into_iter().map(|(_, task)| task).collect()
+    }
+
+    fn live(&self) -> impl Iterator<Item = &Task> {
+        self.slots.iter().filter_map(|(_, task)| task.as_ref())
     }
 }
 
 pub(crate) struct Inner {
     now_ns: Cell<u64>,
     next_task: Cell<u64>,
-    tasks: RefCell<BTreeMap<u64, Task>>,
-    ready: Arc<Mutex<ReadyQueue>>,
+    tasks: RefCell<Tasks>,
+    ready: ReadyQueue,
     /// (deadline, order set) -> the waker of the sleeping task, and its
     /// owner.
     timers: RefCell<BTreeMap<(u64, u64), (Waker, Owner)>>,
@@ -150,7 +224,7 @@ impl Executor {
             inner: Rc::new(Inner {
                 now_ns: Cell::new(0),
                 next_task: Cell::new(1),
-                tasks: RefCell::new(BTreeMap::new()),
+                tasks: RefCell::default(),
                 ready: Arc::default(),
                 timers: RefCell::new(BTreeMap::new()),
                 fired: RefCell::new(None),
@@ -198,32 +272,28 @@ impl Executor {
     /// Polls the next ready task; returns its owner, or `None` if no task
     /// is ready (the caller then checks, and moves the clock).
     pub fn poll_one(&self) -> Option<Owner> {
-        let (id, mut task) = loop {
-            let id = {
-                let mut ready = self.inner.ready.lock().expect("ready queue");
-                let id = ready.order.pop_front()?;
-                ready.queued.remove(&id);
-                id
-            };
+        let (slot, mut task) = loop {
+            let (slot, id) = self.inner.ready.lock().expect("ready queue").pop_front()?;
             // A task killed (or finished) after it was woken is gone: the
             // next one runs.
-            let task = self.inner.tasks.borrow_mut().remove(&id);
+            let task = self.inner.tasks.borrow_mut().take(slot, id);
             if let Some(task) = task {
-                break (id, task);
+                task.wakes.queued.store(false, Ordering::Relaxed);
+                break (slot, task);
             }
         };
-        let waker = Waker::from(Arc::new(TaskWaker {
-            id,
-            ready: Arc::clone(&self.inner.ready),
-        }));
         let previous = self.inner.current_owner.replace(task.owner);
         self.inner.polls.set(self.inner.polls.get() + 1);
-        let poll = task.future.as_mut().poll(&mut Context::from_waker(&waker));
+        let poll = task
+            .future
+            .as_mut()
+            .poll(&mut Context::from_waker(&task.waker));
         self.inner.current_owner.set(previous);
         let owner = task.owner;
-        if poll.is_pending() {
-            self.inner.tasks.borrow_mut().insert(id, task);
-        }
+        // A finished task is dropped before the table is borrowed: its
+        // destructor may wake or spawn.
+        let task = poll.is_pending().then_some(task);
+        self.inner.tasks.borrow_mut().put_back(slot, task);
         Some(owner)
     }
 
@@ -279,28 +349,18 @@ impl Executor {
 
     /// True if some task is ready to run now.
     pub fn has_ready(&self) -> bool {
-        !self
-            .inner
-            .ready
-            .lock()
-            .expect("ready queue")
-            .order
-            .is_empty()
+        !self.inner.ready.lock().expect("ready queue").is_empty()
     }
 
     /// Drops every task of `owner` now (its process died). Their
     /// destructors run after the task table is released, so that they may
     /// wake or spawn.
     pub fn kill(&self, owner: Owner) -> usize {
-        let killed: Vec<Task> = {
-            let mut tasks = self.inner.tasks.borrow_mut();
-            let ids: Vec<u64> = tasks
-                .iter()
-                .filter(|(_, task)| task.owner == owner)
-                .map(|(&id, _)| id)
-                .collect();
-            ids.iter().filter_map(|id| tasks.remove(id)).collect()
-        };
+        let killed = self
+            .inner
+            .tasks
+            .borrow_mut()
+            .remove_unless(|task| task.owner != owner);
         let count = killed.len();
         drop(killed);
         count
@@ -309,12 +369,12 @@ impl Executor {
     /// How many tasks `owner` has.
     pub fn task_count(&self, owner: Owner) -> usize {
         let tasks = self.inner.tasks.borrow();
-        tasks.values().filter(|task| task.owner == owner).count()
+        tasks.live().filter(|task| task.owner == owner).count()
     }
 
     /// Drops every task (the end of a run), destructors outside the table.
     pub fn clear(&self) {
-        let all = std::mem::take(&mut *self.inner.tasks.borrow_mut());
+        let all = self.inner.tasks.borrow_mut().remove_unless(|_| false);
         drop(all);
         self.inner.timers.borrow_mut().clear();
     }
@@ -332,10 +392,25 @@ impl Inner {
     pub(crate) fn spawn_boxed(&self, owner: Owner, future: BoxFuture) {
         let id = self.next_task.get();
         self.next_task.set(id + 1);
-        self.tasks.borrow_mut().insert(id, Task { owner, future });
-        let mut ready = self.ready.lock().expect("ready queue");
-        ready.queued.insert(id);
-        ready.order.push_back(id);
+        let slot = self.tasks.borrow().next_slot();
+        let wakes = Arc::new(TaskWaker {
+            slot,
+            id,
+            queued: AtomicBool::new(false),
+            ready: Arc::clone(&self.ready),
+        });
+        let waker = Waker::from(Arc::clone(&wakes));
+        wakes.queue();
+        self.tasks.borrow_mut().insert(
+            slot,
+            id,
+            Task {
+                owner,
+                future,
+                waker,
+                wakes,
+            },
+        );
     }
 
     /// Registers (or re-registers) a timer; returns its key.
@@ -391,5 +466,127 @@ impl Future for YieldNow {
         self.yielded = true;
         cx.waker().wake_by_ref();
         Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type Shared<T> = Arc<Mutex<Vec<T>>>;
+
+    /// A task that notes each poll, leaves its waker in `wakers`, and
+    /// stays pending; when dropped it notes that too.
+    struct Probe {
+        name: u32,
+        polls: Shared<u32>,
+        wakers: Arc<Mutex<BTreeMap<u32, Waker>>>,
+        drops: Shared<u32>,
+    }
+
+    impl Future for Probe {
+        type Output = ();
+
+        fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+            self.polls.lock().unwrap().push(self.name);
+            self.wakers
+                .lock()
+                .unwrap()
+                .insert(self.name, cx.waker().clone());
+            Poll::Pending
+        }
+    }
+
+    impl Drop for Probe {
+        fn drop(&mut self) {
+            self.drops.lock().unwrap().push(self.name);
+        }
+    }
+
+    #[derive(Default)]
+    struct Probes {
+        polls: Shared<u32>,
+        wakers: Arc<Mutex<BTreeMap<u32, Waker>>>,
+        drops: Shared<u32>,
+    }
+
+    impl Probes {
+        fn spawn(&self, exec: &Executor, owner: Owner, name: u32) {
+            let probe = Probe {
+                name,
+                polls: Arc::clone(&self.polls),
+                wakers: Arc::clone(&self.wakers),
+                drops: Arc::clone(&self.drops),
+            };
+            exec.spawn_as(owner, probe);
+        }
+
+        fn wake(&self, name: u32) {
+            self.wakers.lock().unwrap()[&name].wake_by_ref();
+        }
+
+        fn taken(list: &Shared<u32>) -> Vec<u32> {
+            std::mem::take(&mut *list.lock().unwrap())
+        }
+    }
+
+    fn run_ready(exec: &Executor) {
+        while exec.poll_one().is_some() {}
+    }
+
+    #[test]
+    fn woken_tasks_run_in_wake_order_and_once() {
+        let exec = Executor::new(0);
+        let probes = Probes::default();
+        for name in 1..=3 {
+            probes.spawn(&exec, 1, name);
+        }
+        run_ready(&exec);
+        assert_eq!(Probes::taken(&probes.polls), [1, 2, 3]);
+        for name in [3, 1, 3, 2, 1] {
+            probes.wake(name);
+        }
+        run_ready(&exec);
+        assert_eq!(Probes::taken(&probes.polls), [3, 1, 2]);
+        probes.wake(2);
+        run_ready(&exec);
+        assert_eq!(Probes::taken(&probes.polls), [2], "queued again once run");
+    }
+
+    #[test]
+    fn a_slot_used_again_is_not_woken_by_the_task_before() {
+        let exec = Executor::new(0);
+        let probes = Probes::default();
+        probes.spawn(&exec, 1, 1);
+        run_ready(&exec);
+        assert_eq!(exec.kill(1), 1);
+        probes.spawn(&exec, 2, 2);
+        run_ready(&exec);
+        assert_eq!(Probes::taken(&probes.polls), [1, 2]);
+        probes.wake(1);
+        assert_eq!(exec.poll_one(), None, "the killed task's waker ran another");
+        assert!(Probes::taken(&probes.polls).is_empty());
+        probes.wake(2);
+        assert_eq!(exec.poll_one(), Some(2));
+    }
+
+    #[test]
+    fn a_kill_drops_the_owners_tasks_in_spawn_order() {
+        let exec = Executor::new(0);
+        let probes = Probes::default();
+        exec.spawn_as(1, async {});
+        probes.spawn(&exec, 1, 2);
+        probes.spawn(&exec, 3, 3);
+        run_ready(&exec);
+        // The first task finished: the next takes its slot, before the others'.
+        probes.spawn(&exec, 1, 4);
+        probes.spawn(&exec, 1, 5);
+        run_ready(&exec);
+        assert_eq!(exec.task_count(1), 3);
+        assert_eq!(exec.kill(1), 3);
+        assert_eq!(Probes::taken(&probes.drops), [2, 4, 5]);
+        assert_eq!(exec.task_count(3), 1);
+        exec.clear();
+        assert_eq!(Probes::taken(&probes.drops), [3]);
     }
 }

@@ -187,29 +187,33 @@ impl Cluster<'_> {
             let mut probe = node.probe.lock();
             self.checker.appended(id, &mut probe)?;
             self.checker.applied(id, &mut probe)?;
-            let metrics = raft.metrics().borrow().clone();
-            if let Err(error) = &metrics.running_state {
-                stopped.push((id, format!("{error:?}")));
-            }
-            let leading = metrics.state == ServerState::Leader;
-            let configs = metrics
-                .membership_config
-                .membership()
-                .get_joint_config()
-                .clone();
-            let grants = self.net.grants(metrics.current_term, id);
-            if leading
-                && self
-                    .checker
-                    .leader(id, metrics.current_term, &configs, &grants, &probe)?
-            {
+            // Read in place: a clone of the metrics at every instant of
+            // every node was a tenth of the cluster simulation's time.
+            let (term, leading) = {
+                let metrics = raft.metrics();
+                let metrics = metrics.borrow();
+                if let Err(error) = &metrics.running_state {
+                    stopped.push((id, format!("{error:?}")));
+                }
+                let configs = (metrics.state == ServerState::Leader).then(|| {
+                    metrics
+                        .membership_config
+                        .membership()
+                        .get_joint_config()
+                        .clone()
+                });
+                (metrics.current_term, configs)
+            };
+            let Some(configs) = leading else { continue };
+            let grants = self.net.grants(term, id);
+            if self.checker.leader(id, term, &configs, &grants, &probe)? {
                 // Entries of earlier terms past everything known committed:
                 // the new leader must commit or replace them.
                 let committed = self.checker.model.committed.keys().next_back().copied();
                 let uncommitted_tail = probe
                     .log
                     .range(committed.map_or(0, |index| index + 1)..)
-                    .any(|(_, key)| key.log_id.leader_id.term < metrics.current_term);
+                    .any(|(_, key)| key.log_id.leader_id.term < term);
                 self.tally.bump("elections");
                 if self.checker.leaders.len() > 1 {
                     self.tally.bump("leader-changes");
@@ -218,8 +222,7 @@ impl Cluster<'_> {
                     }
                 }
                 if self.trace.keeps_lines() {
-                    self.trace
-                        .note(id, format!("leads in term {}", metrics.current_term));
+                    self.trace.note(id, format!("leads in term {term}"));
                 }
             }
         }
@@ -312,7 +315,8 @@ impl Cluster<'_> {
         self.nodes
             .iter()
             .filter_map(|(&id, node)| {
-                let metrics = node.raft()?.metrics().borrow().clone();
+                let metrics = node.raft()?.metrics();
+                let metrics = metrics.borrow();
                 (metrics.state == ServerState::Leader).then_some((metrics.current_term, id))
             })
             .max()

@@ -152,20 +152,24 @@ impl Cluster<'_> {
         let Some(raft) = self.nodes[&leader].raft() else {
             return false;
         };
-        let metrics = raft.metrics().borrow().clone();
-        if metrics.state != ServerState::Leader {
-            return false;
-        }
-        let members: Vec<u64> = metrics
-            .membership_config
-            .nodes()
-            .map(|(&id, _)| id)
-            .collect();
+        let (members, last_applied) = {
+            let metrics = raft.metrics();
+            let metrics = metrics.borrow();
+            if metrics.state != ServerState::Leader {
+                return false;
+            }
+            let members: Vec<u64> = metrics
+                .membership_config
+                .nodes()
+                .map(|(&id, _)| id)
+                .collect();
+            (members, metrics.last_applied)
+        };
         members
             .iter()
             .all(|id| match self.nodes.get(id).and_then(|node| node.raft()) {
                 None => true,
-                Some(node) => node.metrics().borrow().last_applied == metrics.last_applied,
+                Some(node) => node.metrics().borrow().last_applied == last_applied,
             })
     }
 
