@@ -288,7 +288,7 @@ pub fn memory_child(dir: &Path, shape: Shape) -> Result<Memory> {
     })
 }
 
-fn rss_kib() -> Result<u64> {
+pub fn rss_kib() -> Result<u64> {
     let status = std::fs::read_to_string("/proc/self/status")?;
     status
         .lines()

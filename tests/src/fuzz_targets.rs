@@ -11,6 +11,9 @@
 //!   decode to the same state. The same bytes as a consumer's position
 //!   file (`PositionFile::open`): refused exactly when no slot is valid,
 //!   else the newest slot's position.
+//! - [`fuzz_index_file`]: a sealed segment's index file (`SegmentIndex`),
+//!   on raw bytes (and with their CRC made right); what decodes
+//!   re-encodes to exactly its bytes.
 //! - [`fuzz_tables`]: the decoders of the tables of stream metadata and
 //!   consumer positions, on raw bytes (and with their CRC made right);
 //!   what decodes re-encodes to exactly its bytes.
@@ -156,6 +159,37 @@ const STATE_ORDER_FREE_FIELDS: [std::ops::Range<usize>; 2] = [0..12, 16..36];
 
 /// Where a state file keeps the CRC-32C of every byte after it.
 const STATE_CRC_FIELD: std::ops::Range<usize> = 12..16;
+
+/// Where an index file keeps the CRC-32C of every byte after it
+/// (engine/src/format/segment_index.rs).
+const INDEX_CRC_FIELD: std::ops::Range<usize> = 12..16;
+
+/// Feeds `data` to `SegmentIndex::decode` as the bytes of an index file,
+/// which Open and reads take from a disk that may have damaged it: it
+/// must never panic, and an index that decodes must encode back to
+/// exactly `data` (the format has one encoding of each index: streams
+/// and ids sorted, no slack), so nothing is read that is not there and
+/// nothing there is passed over. Each input is tried again with its CRC
+/// made right, so that the fuzzer reaches the rules behind the CRC.
+pub fn fuzz_index_file(data: &[u8]) {
+    check_index_file(data);
+    if data.len() >= INDEX_CRC_FIELD.end {
+        let mut fixed = data.to_vec();
+        let crc = crc32c(&data[INDEX_CRC_FIELD.end..]);
+        fixed[INDEX_CRC_FIELD].copy_from_slice(&crc.to_le_bytes());
+        check_index_file(&fixed);
+    }
+}
+
+fn check_index_file(data: &[u8]) {
+    if let Ok(index) = durlog::format::SegmentIndex::decode(data) {
+        assert_eq!(
+            index.encode(),
+            data,
+            "{index:?} decoded from bytes it does not encode back to"
+        );
+    }
+}
 
 /// Feeds `data` to `LogState::decode` as the bytes of a state file
 /// (`durlog.state`), which every Open and `durlog dump` read back from a

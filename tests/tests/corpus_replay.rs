@@ -27,8 +27,8 @@ use std::path::{Path, PathBuf};
 
 use durlog::{LogState, decode_batch, parse_record};
 use durlog_tests::fuzz_targets::{
-    RecoverInput, decode, fuzz_cli, fuzz_cli_args, fuzz_decode_batch, fuzz_parse_record,
-    fuzz_recover, fuzz_sim_ops, fuzz_state_file, fuzz_tables,
+    RecoverInput, decode, fuzz_cli, fuzz_cli_args, fuzz_decode_batch, fuzz_index_file,
+    fuzz_parse_record, fuzz_recover, fuzz_sim_ops, fuzz_state_file, fuzz_tables,
 };
 
 /// The most heap one corpus input may hold at once. No input of these
@@ -201,6 +201,17 @@ fn decode_batch_corpus_replays() {
 #[test]
 fn state_file_corpus_replays() {
     replay("state_file", fuzz_state_file, state_accepted);
+}
+
+/// A `valid_*` index_file seed: an index file.
+fn index_accepted(bytes: &[u8]) -> Result<(), String> {
+    durlog::format::SegmentIndex::decode(bytes).map_err(|error| error.to_string())?;
+    Ok(())
+}
+
+#[test]
+fn index_file_corpus_replays() {
+    replay("index_file", fuzz_index_file, index_accepted);
 }
 
 #[test]

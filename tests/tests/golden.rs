@@ -304,3 +304,64 @@ fn table_worked_examples() {
     assert_eq!(encode_streams(&streams), STREAMS);
     assert_eq!(decode_streams(&STREAMS), Ok(streams));
 }
+
+/// FORMAT.md's worked example of an index file ("Index files"), byte for
+/// byte, literal here: the segment of the three records of 49, 49 and 51
+/// bytes above, sealed; its last record's CRC and the file's CRC the
+/// bitwise CRC-32C.
+#[test]
+fn index_file_worked_example() {
+    use durlog::format::{IndexedRecord, SegmentIndex, StreamRecords};
+    const INDEX: [u8; 111] = [
+        0x44, 0x55, 0x52, 0x4c, 0x4f, 0x47, 0x49, 0x58, // magic "DURLOGIX"
+        0x01, 0x00, 0x00, 0x00, // format version 1
+        0x3f, 0x2c, 0x74, 0x3c, // CRC-32C of every byte after this field
+        0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // first seq 1
+        0x95, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // segment length 149
+        0xc0, 0xbc, 0xe5, 0xb9, // the last record's CRC field
+        0x03, 0x00, 0x00, 0x00, // 3 records
+        0x01, 0x00, 0x00, 0x00, // 1 stream
+        0x00, 0x00, 0x00, 0x00, // record 0 at offset 0
+        0x31, 0x00, 0x00, 0x00, // record 1 at 49
+        0x62, 0x00, 0x00, 0x00, // record 2 at 98
+        0x01, 0x00, 0x73, // stream "s"
+        0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // its last version, 3
+        0x03, 0x00, 0x00, 0x00, // 3 records of it
+        0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, // version 1: record 0
+        0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00,
+        0x00, // version 2: record 1
+        0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00,
+        0x00, // version 3: record 2
+        0x00, 0x00, 0x00, 0x00, // no event id
+    ];
+    let mut segment = Vec::new();
+    let mut offsets = Vec::new();
+    for (seq, data) in [(1, &b"one"[..]), (2, b"two"), (3, b"three")] {
+        offsets.push(segment.len() as u32);
+        segment.extend_from_slice(&record(seq, "s", seq, &[event("t", data, 0)]));
+    }
+    let last_record_crc = u32::from_le_bytes(segment[98 + 4..98 + 8].try_into().unwrap());
+    assert_eq!(last_record_crc, 0xB9E5_BCC0);
+    assert_eq!(INDEX[12..16], crc32c_bitwise(&INDEX[16..]).to_le_bytes());
+    let records = (0..3)
+        .map(|ordinal| IndexedRecord {
+            first_version: u64::from(ordinal) + 1,
+            ordinal,
+        })
+        .collect();
+    let index = SegmentIndex {
+        first_seq: 1,
+        segment_len: segment.len() as u64,
+        last_record_crc,
+        offsets,
+        streams: vec![StreamRecords {
+            name: "s".to_owned(),
+            last_version: 3,
+            records,
+            ids: Vec::new(),
+        }],
+    };
+    assert_eq!(index.encode(), INDEX);
+    assert_eq!(SegmentIndex::decode(&INDEX), Ok(index));
+}

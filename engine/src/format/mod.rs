@@ -11,6 +11,7 @@
 //!   `decode_batch`, and [`inspect_batch`], the copy-free validator
 //!   recovery uses.
 //! - `state.rs`: the state file a purge or a truncation writes (`LogState`).
+//! - `segment_index.rs`: a sealed segment's index file (`SegmentIndex`).
 //! - `tables.rs`: the tables of stream metadata and consumer positions.
 //! - `file_names.rs`: segment names and the bookkeeping files' names.
 //! - `repair.rs`: single-bit repair, the CRC algebra recovery uses.
@@ -28,12 +29,16 @@ mod event;
 pub(crate) mod file_names;
 pub(crate) mod record;
 mod repair;
+pub(crate) mod segment_index;
 pub(crate) mod state;
 pub(crate) mod tables;
 
 pub use batch::{BatchView, batch_encoded_len, encode_batch_into, inspect_batch};
 pub use file_names::{LOCK_FILE_NAME, NEXT_SEGMENT_NAME, looks_like_a_segment, parse_segment_name};
 pub use record::Header;
+pub use segment_index::{
+    INDEX_FILE_SUFFIX, IndexFileError, IndexedRecord, SegmentIndex, StreamRecords, index_file_name,
+};
 pub use state::STATE_TEMP_NAME;
 pub use tables::{
     CONSUMERS_FILE_NAME, CONSUMERS_TEMP_NAME, Deleted, STREAMS_FILE_NAME, STREAMS_TEMP_NAME,

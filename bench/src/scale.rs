@@ -1,0 +1,183 @@
+//! Open time and resident memory against log size (issue 34's figures):
+//! logs of each `--events` count (10^6, 10^7, 10^8 by default) of
+//! one-event records, opened in a fresh process with the page cache
+//! emptied of the log's files first (cold) and then after a full read
+//! (warm), rounds alternating (results/scale.md).
+//!
+//! "Cold" evicts each segment's pages with `posix_fadvise(DONTNEED)` after
+//! an `fdatasync`, which needs no privilege; the disk's own cache (of the
+//! virtual machine's host, here) is not reached, so a cold figure is an
+//! upper bound on the read speed of the disk itself.
+
+use std::fmt::Write as _;
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail, ensure};
+use serde::{Deserialize, Serialize};
+
+use crate::engine::{self, Shape};
+
+/// Streams the events go round-robin over: enough that the per-stream
+/// tables are not what is measured, few enough that a stream holds many
+/// events.
+const STREAMS: u64 = 1_000;
+
+/// The shape of the log of `events` events of `data_bytes`.
+pub fn shape(events: u64, data_bytes: usize) -> Shape {
+    Shape {
+        events,
+        streams: STREAMS,
+        data_bytes,
+        segment_bytes: durlog::DEFAULT_SEGMENT_BYTES,
+    }
+}
+
+/// What one open in a fresh process measured.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Opened {
+    pub cold: bool,
+    pub seconds: f64,
+    pub rss_before_kib: u64,
+    pub rss_after_kib: u64,
+    pub records: u64,
+    pub record_bytes: u64,
+    pub segments: usize,
+}
+
+/// The child's side: evict the log's pages if `cold`, then open it and
+/// report time and memory. The log stays open until RSS is read.
+pub fn child(dir: &Path, shape: Shape, cold: bool) -> Result<Opened> {
+    if cold {
+        evict(dir)?;
+    }
+    let rss_before_kib = engine::rss_kib()?;
+    let start = Instant::now();
+    let log = durlog::Log::open(dir, durlog::Options::default())
+        .with_context(|| format!("opening {}", dir.display()))?;
+    let seconds = start.elapsed().as_secs_f64();
+    let rss_after_kib = engine::rss_kib()?;
+    let report = log.recovery().clone();
+    ensure!(
+        report.records == shape.events,
+        "open of {} found {} records, expected {}",
+        dir.display(),
+        report.records,
+        shape.events
+    );
+    drop(log);
+    Ok(Opened {
+        cold,
+        seconds,
+        rss_before_kib,
+        rss_after_kib,
+        records: report.records,
+        record_bytes: report.record_bytes,
+        segments: report.segments,
+    })
+}
+
+/// Drops the page cache's copy of every file in `dir`.
+fn evict(dir: &Path) -> Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if !path.is_file() {
+            continue;
+        }
+        let file = File::open(&path).with_context(|| format!("opening {}", path.display()))?;
+        file.sync_data()?;
+        // SAFETY: a plain syscall on a descriptor this function owns.
+        let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        ensure!(rc == 0, "posix_fadvise on {}: error {rc}", path.display());
+    }
+    Ok(())
+}
+
+/// Runs the child for `dir` and parses what it measured.
+fn open_in_child(dir: &Path, shape: Shape, cold: bool) -> Result<Opened> {
+    let mut command = Command::new(std::env::current_exe()?);
+    command
+        .arg("scale-child")
+        .arg("--log")
+        .arg(dir)
+        .arg("--events")
+        .arg(shape.events.to_string())
+        .arg("--sizes")
+        .arg(shape.data_bytes.to_string());
+    if cold {
+        command.arg("--cold");
+    }
+    let output = command.output()?;
+    if !output.status.success() {
+        bail!(
+            "scale-child failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    serde_json::from_slice(&output.stdout).context("scale-child output")
+}
+
+/// Generates each log in turn under `data`, measures `rounds` cold and
+/// warm opens of it (alternating), removes it, and returns the table.
+pub fn run(data: &Path, counts: &[u64], data_bytes: usize, rounds: usize) -> Result<String> {
+    let mut table = String::from(
+        "| events | log bytes | segments | open cold s (min-max) | open warm s (min-max) | RSS after open MiB | bytes/event |\n|---|---|---|---|---|---|---|\n",
+    );
+    for &events in counts {
+        let dir = data.join(format!("scale-{events}"));
+        let shape = shape(events, data_bytes);
+        let started = Instant::now();
+        let bytes = engine::generate(&dir, shape)?;
+        eprintln!(
+            "scale: wrote {events} records, {bytes} bytes in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+        let outcome = measure(&dir, shape, rounds);
+        let _ = std::fs::remove_dir_all(&dir);
+        let (cold, warm) = outcome?;
+        let last = warm.last().expect("rounds >= 1");
+        let grown_kib = last.rss_after_kib.saturating_sub(last.rss_before_kib);
+        writeln!(
+            table,
+            "| {events} | {} | {} | {} | {} | {:.1} | {:.1} |",
+            last.record_bytes,
+            last.segments,
+            spread(&cold),
+            spread(&warm),
+            grown_kib as f64 / 1024.0,
+            (grown_kib * 1024) as f64 / events as f64,
+        )?;
+        eprint!("{table}");
+    }
+    Ok(table)
+}
+
+fn measure(dir: &Path, shape: Shape, rounds: usize) -> Result<(Vec<Opened>, Vec<Opened>)> {
+    let (mut cold, mut warm) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        cold.push(open_in_child(dir, shape, true)?);
+        warm.push(open_in_child(dir, shape, false)?);
+        eprintln!(
+            "scale: {} events, round {round}: cold {:.2} s, warm {:.2} s",
+            shape.events,
+            cold[round].seconds,
+            warm[round].seconds
+        );
+    }
+    Ok((cold, warm))
+}
+
+/// "median (min-max)" of the rounds' open times.
+fn spread(rounds: &[Opened]) -> String {
+    let mut seconds: Vec<f64> = rounds.iter().map(|round| round.seconds).collect();
+    seconds.sort_by(f64::total_cmp);
+    let median = seconds[seconds.len() / 2];
+    format!(
+        "{median:.2} ({:.2}-{:.2})",
+        seconds[0],
+        seconds[seconds.len() - 1]
+    )
+}
