@@ -270,7 +270,7 @@ fn run(cli: Cli) -> Result<()> {
     if let Cmd::Scale { counts } = &cli.command {
         let size = options.sizes.as_ref().and_then(|sizes| sizes.first());
         let rounds = options.rounds.unwrap_or(3).max(1);
-        let table = scale::run(&data, counts, size.copied().unwrap_or(100), rounds);
+        let table = scale::run(&data, counts, size.copied().unwrap_or(100), rounds, options.keep);
         if !options.keep {
             let _ = std::fs::remove_dir_all(&data);
         }

@@ -121,8 +121,15 @@ fn open_in_child(dir: &Path, shape: Shape, cold: bool) -> Result<Opened> {
 }
 
 /// Generates each log in turn under `data`, measures `rounds` cold and
-/// warm opens of it (alternating), removes it, and returns the table.
-pub fn run(data: &Path, counts: &[u64], data_bytes: usize, rounds: usize) -> Result<String> {
+/// warm opens of it (alternating), removes it unless `keep` (for opening
+/// it again with `scale-child`), and returns the table.
+pub fn run(
+    data: &Path,
+    counts: &[u64],
+    data_bytes: usize,
+    rounds: usize,
+    keep: bool,
+) -> Result<String> {
     let mut table = String::from(
         "| events | log bytes | segments | open cold s (min-max) | open warm s (min-max) | RSS after open MiB | bytes/event |\n|---|---|---|---|---|---|---|\n",
     );
@@ -136,7 +143,9 @@ pub fn run(data: &Path, counts: &[u64], data_bytes: usize, rounds: usize) -> Res
             started.elapsed().as_secs_f64()
         );
         let outcome = measure(&dir, shape, rounds);
-        let _ = std::fs::remove_dir_all(&dir);
+        if !keep {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
         let (cold, warm) = outcome?;
         let last = warm.last().expect("rounds >= 1");
         let grown_kib = last.rss_after_kib.saturating_sub(last.rss_before_kib);

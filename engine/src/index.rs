@@ -43,6 +43,22 @@ pub(crate) struct StreamIndex {
 }
 
 impl StreamIndex {
+    /// Records that the stream gained `count` events at `location`.
+    pub fn push(&mut self, count: u32, location: Location) {
+        debug_assert_eq!(self.version + 1, location.first_version);
+        self.version = location.first_version + u64::from(count) - 1;
+        self.records.push(location);
+    }
+
+    /// Remembers the ids of the stream's events just indexed, with their
+    /// versions.
+    pub fn remember_ids(&mut self, ids: &[(u64, [u8; EVENT_ID_BYTES])]) {
+        for &(version, id) in ids {
+            debug_assert!(version <= self.version, "an id of an indexed event");
+            self.ids.insert(id, version);
+        }
+    }
+
     /// Index of the record holding `version`, or the first record if
     /// `version` precedes it.
     pub fn record_holding(&self, version: u64) -> usize {
@@ -70,9 +86,7 @@ impl Index {
             Some(index) => index,
             None => self.streams.entry(stream.to_owned()).or_default(),
         };
-        debug_assert_eq!(index.version + 1, location.first_version);
-        index.version = location.first_version + u64::from(count) - 1;
-        index.records.push(location);
+        index.push(count, location);
     }
 
     /// Remembers the ids of `stream`'s events just indexed, with their
@@ -81,14 +95,10 @@ impl Index {
         if ids.is_empty() {
             return;
         }
-        let index = self
-            .streams
+        self.streams
             .get_mut(stream)
-            .expect("ids of an indexed stream");
-        for &(version, id) in ids {
-            debug_assert!(version <= index.version, "an id of an indexed event");
-            index.ids.insert(id, version);
-        }
+            .expect("ids of an indexed stream")
+            .remember_ids(ids);
     }
 
     /// Starts `stream` at `version` with no record: the versions a purge

@@ -103,7 +103,8 @@ P=[
 ("44-ids-ignored","Event ids: an append whose ids the stream already holds taken for a new one and written again (the simulator drew no ids before)",[
  ("engine/src/log/idempotent.rs","    if found.iter().all(Option::is_none) {\n        return Retried::New;","    if !found.is_empty() {\n        return Retried::New;")]),
 ("45-ids-not-rebuilt-at-open","Event ids: Open does not rebuild the ids of the records it reads, so a retry after a restart writes its events again",[
- ("engine/src/recovery/mod.rs","        self.index.remember_ids(batch.stream, &ids);\n","        let _ = ids;\n")]),
+ ("engine/src/recovery/mod.rs","            stream.remember_ids(&ids);\n","            let _ = &ids;\n"),
+ ("engine/src/recovery/mod.rs","            self.index.remember_ids(batch.stream, &ids);\n","            let _ = &ids;\n")]),
 ("threads/01-leader-wakes-no-successor","Threads: a leader publishes its group without waking the next leader (a lost wake-up)",[
  ("engine/src/log/group.rs","        {\n            threads.push(next.clone());\n        }","        {\n            let _ = next;\n        }")]),
 ("threads/02-roll-publishes-before-the-dir-sync","Threads: a roll's directory sync done after the group is published (the woken appenders return first)",[
