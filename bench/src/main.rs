@@ -257,54 +257,26 @@ fn run(cli: Cli) -> Result<()> {
             .and_then(|sizes| sizes.first().copied());
         let rounds = options.rounds.unwrap_or(3).max(1);
         let table = roll::run(&data, size.unwrap_or(4096), rounds, rolls);
-        if !options.keep {
-            let _ = std::fs::remove_dir_all(&data);
-        }
-        let table = table?;
-        println!("{table}");
-        std::fs::create_dir_all(&results_dir)?;
-        std::fs::write(results_dir.join("roll.md"), &table)?;
-        return Ok(());
+        return table_section(table, &data, options.keep, &results_dir.join("roll.md"));
     }
 
     if let Cmd::Scale { counts } = &cli.command {
         let size = options.sizes.as_ref().and_then(|sizes| sizes.first());
         let rounds = options.rounds.unwrap_or(3).max(1);
         let table = scale::run(&data, counts, size.copied().unwrap_or(100), rounds, options.keep);
-        if !options.keep {
-            let _ = std::fs::remove_dir_all(&data);
-        }
-        let table = table?;
-        println!("{table}");
-        std::fs::create_dir_all(&results_dir)?;
-        std::fs::write(results_dir.join("scale.md"), &table)?;
-        return Ok(());
+        return table_section(table, &data, options.keep, &results_dir.join("scale.md"));
     }
 
     if let Cmd::Retention = cli.command {
         let settings = settings(&options);
         let table = retention::run(&data, settings.rounds, settings.duration_s.max(1.0));
-        if !options.keep {
-            let _ = std::fs::remove_dir_all(&data);
-        }
-        let table = table?;
-        println!("{table}");
-        std::fs::create_dir_all(&results_dir)?;
-        std::fs::write(results_dir.join("retention.md"), &table)?;
-        return Ok(());
+        return table_section(table, &data, options.keep, &results_dir.join("retention.md"));
     }
 
     if let Cmd::Filter = cli.command {
         let settings = settings(&options);
         let table = filter::run(&data.join("filter"), settings.open_bytes, settings.rounds);
-        if !options.keep {
-            let _ = std::fs::remove_dir_all(&data);
-        }
-        let table = table?;
-        println!("{table}");
-        std::fs::create_dir_all(&results_dir)?;
-        std::fs::write(results_dir.join("filter.md"), &table)?;
-        return Ok(());
+        return table_section(table, &data, options.keep, &results_dir.join("filter.md"));
     }
 
     if let Cmd::Follow = cli.command {
@@ -316,14 +288,7 @@ fn run(cli: Cli) -> Result<()> {
             settings.rounds,
             settings.duration_s.max(1.0),
         );
-        if !options.keep {
-            let _ = std::fs::remove_dir_all(&data);
-        }
-        let table = table?;
-        println!("{table}");
-        std::fs::create_dir_all(&results_dir)?;
-        std::fs::write(results_dir.join("follow.md"), &table)?;
-        return Ok(());
+        return table_section(table, &data, options.keep, &results_dir.join("follow.md"));
     }
 
     let started = Instant::now();
@@ -393,6 +358,22 @@ fn run(cli: Cli) -> Result<()> {
             results_dir.join("appends.svg").display()
         );
     }
+    Ok(())
+}
+
+/// The end of a section that makes one table (roll, scale, retention,
+/// filter, follow): its data removed unless `keep`, the table printed and
+/// written to `path`.
+fn table_section(table: Result<String>, data: &Path, keep: bool, path: &Path) -> Result<()> {
+    if !keep {
+        let _ = std::fs::remove_dir_all(data);
+    }
+    let table = table?;
+    println!("{table}");
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(path, &table)?;
     Ok(())
 }
 

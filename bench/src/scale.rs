@@ -149,8 +149,7 @@ pub fn run(
         let (cold, warm) = outcome?;
         let last = warm.last().expect("rounds >= 1");
         let grown_kib = last.rss_after_kib.saturating_sub(last.rss_before_kib);
-        writeln!(
-            table,
+        let row = format!(
             "| {events} | {} | {} | {} | {} | {:.1} | {:.1} |",
             last.record_bytes,
             last.segments,
@@ -158,8 +157,9 @@ pub fn run(
             spread(&warm),
             grown_kib as f64 / 1024.0,
             (grown_kib * 1024) as f64 / events as f64,
-        )?;
-        eprint!("{table}");
+        );
+        eprintln!("scale: {row}");
+        writeln!(table, "{row}")?;
     }
     Ok(table)
 }

@@ -157,12 +157,23 @@ pub fn fuzz_decode_batch(data: &[u8]) {
 /// do not depend on the streams' order (engine/src/format/state.rs).
 const STATE_ORDER_FREE_FIELDS: [std::ops::Range<usize>; 2] = [0..12, 16..36];
 
-/// Where a state file keeps the CRC-32C of every byte after it.
-const STATE_CRC_FIELD: std::ops::Range<usize> = 12..16;
+/// Where each checksummed file of a log (the state file, an index file,
+/// the two tables: engine/src/format/) keeps the CRC-32C of every byte
+/// after it.
+const CRC_FIELD: std::ops::Range<usize> = 12..16;
 
-/// Where an index file keeps the CRC-32C of every byte after it
-/// (engine/src/format/segment_index.rs).
-const INDEX_CRC_FIELD: std::ops::Range<usize> = 12..16;
+/// Runs `check` on `data`, and again with its CRC made right: a mutation
+/// almost always breaks the CRC, which would hide every check behind it
+/// from the fuzzer.
+fn also_with_crc_made_right(data: &[u8], check: impl Fn(&[u8])) {
+    check(data);
+    if data.len() >= CRC_FIELD.end {
+        let mut fixed = data.to_vec();
+        let crc = crc32c(&data[CRC_FIELD.end..]);
+        fixed[CRC_FIELD].copy_from_slice(&crc.to_le_bytes());
+        check(&fixed);
+    }
+}
 
 /// Feeds `data` to `SegmentIndex::decode` as the bytes of an index file,
 /// which Open and reads take from a disk that may have damaged it: it
@@ -172,13 +183,7 @@ const INDEX_CRC_FIELD: std::ops::Range<usize> = 12..16;
 /// nothing there is passed over. Each input is tried again with its CRC
 /// made right, so that the fuzzer reaches the rules behind the CRC.
 pub fn fuzz_index_file(data: &[u8]) {
-    check_index_file(data);
-    if data.len() >= INDEX_CRC_FIELD.end {
-        let mut fixed = data.to_vec();
-        let crc = crc32c(&data[INDEX_CRC_FIELD.end..]);
-        fixed[INDEX_CRC_FIELD].copy_from_slice(&crc.to_le_bytes());
-        check_index_file(&fixed);
-    }
+    also_with_crc_made_right(data, check_index_file);
 }
 
 fn check_index_file(data: &[u8]) {
@@ -201,14 +206,8 @@ fn check_index_file(data: &[u8]) {
 /// breaks the CRC, which would hide every check after it from the fuzzer;
 /// so each input is also tried with its CRC made right.
 pub fn fuzz_state_file(data: &[u8]) {
-    check_state_file(data);
+    also_with_crc_made_right(data, check_state_file);
     check_position_file(data);
-    if data.len() >= STATE_CRC_FIELD.end {
-        let mut fixed = data.to_vec();
-        let crc = crc32c(&data[STATE_CRC_FIELD.end..]);
-        fixed[STATE_CRC_FIELD].copy_from_slice(&crc.to_le_bytes());
-        check_state_file(&fixed);
-    }
     // A position file built from the bytes: two slots whose generations
     // and seqs are bytes 0..16 and 16..32, valid but for the bit of the
     // file that bytes 32..36 name (if any), its length cut to bytes
@@ -315,10 +314,6 @@ fn check_state_file(data: &[u8]) {
     }
 }
 
-/// Where a table (`durlog.streams`, `durlog.consumers`) keeps the CRC-32C
-/// of every byte after it (engine/src/format/tables.rs).
-const TABLE_CRC_FIELD: std::ops::Range<usize> = 12..16;
-
 /// Feeds `data` to `decode_streams` and `decode_consumers` as the bytes of
 /// `durlog.streams` or `durlog.consumers`, which every Open, `durlog dump`
 /// and `verify`, and `durlog tail --follow` (again at each poll) read back
@@ -331,13 +326,7 @@ const TABLE_CRC_FIELD: std::ops::Range<usize> = 12..16;
 /// hide every check after it from the fuzzer; so each input is also tried
 /// with its CRC made right.
 pub fn fuzz_tables(data: &[u8]) {
-    check_tables(data);
-    if data.len() >= TABLE_CRC_FIELD.end {
-        let mut fixed = data.to_vec();
-        let crc = crc32c(&data[TABLE_CRC_FIELD.end..]);
-        fixed[TABLE_CRC_FIELD].copy_from_slice(&crc.to_le_bytes());
-        check_tables(&fixed);
-    }
+    also_with_crc_made_right(data, check_tables);
 }
 
 fn check_tables(data: &[u8]) {

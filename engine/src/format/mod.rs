@@ -148,6 +148,12 @@ mod tests {
         assert_eq!(u16_at(&bytes, usize::MAX), None);
     }
 
+    /// The leading columns of a row of a layout table: offset, size, and
+    /// the start of the field's description.
+    pub(crate) fn row(at: usize, size: usize, field: &str) -> String {
+        format!("| {at} | {size} | {field}")
+    }
+
     /// A table of fields in a module doc and in FORMAT.md: each row given
     /// is a row of both (its leading columns: offset, size, field), so
     /// neither drifts from the constants the rows are built from.

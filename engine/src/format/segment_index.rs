@@ -541,10 +541,10 @@ impl Reader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::tests::row;
 
     #[test]
     fn the_layout_tables_agree_with_the_constants() {
-        let row = |at: usize, size: usize, field: &str| format!("| {at} | {size} | {field}");
         let rows = [
             row(MAGIC_AT, MAGIC.len(), "magic `DURLOGIX` |"),
             row(FORMAT_VERSION_AT, size_of::<u32>(), "format version, 1 |"),

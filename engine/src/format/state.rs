@@ -209,6 +209,7 @@ fn read_entry(bytes: &[u8], entry_at: usize) -> Option<(&[u8], u64, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::tests::row;
 
     /// FORMAT.md's worked example, byte for byte.
     #[test]
@@ -252,7 +253,6 @@ mod tests {
 
     #[test]
     fn the_layout_tables_agree_with_the_constants() {
-        let row = |at: usize, size: usize, field: &str| format!("| {at} | {size} | {field}");
         let rows = [
             row(MAGIC_AT, MAGIC.len(), "magic `DURLOGST` |"),
             row(FORMAT_VERSION_AT, size_of::<u32>(), "format version, 1 |"),
