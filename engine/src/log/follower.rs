@@ -273,6 +273,10 @@ impl<V: Vfs> Follower<V> {
             let Some(last_version) = commit.first_version.checked_add(count - 1) else {
                 break;
             };
+            // Nor are seqs past u64::MAX: no record can follow this one.
+            let Some(next_seq) = self.next_seq.checked_add(1) else {
+                break;
+            };
             let expected = match self.versions.get(&commit.stream) {
                 Some(&version) => version.checked_add(1),
                 None => self.knows_all.then_some(1),
@@ -314,7 +318,7 @@ impl<V: Vfs> Follower<V> {
             self.versions.insert(commit.stream.clone(), last_version);
             commits.push(commit);
             at += record.len;
-            self.next_seq += 1;
+            self.next_seq = next_seq;
         }
         // Sized for the next read: what this one used, with room to grow;
         // an idle poll reads a few KiB of the writer's zero tail, not all.
