@@ -489,7 +489,7 @@ impl RaftNetwork<SimConfig> for Connection {
                 };
                 self.network.trace.note(
                     to,
-                    format!(
+                    format_args!(
                         "{verdict} vote {asked} to n{from} (holds {})",
                         response.vote
                     ),

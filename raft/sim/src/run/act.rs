@@ -100,7 +100,7 @@ impl Cluster<'_> {
             };
             node.probe.lock().claims = claims;
             self.trace
-                .note(id, format!("power lost during recovery: {why}"));
+                .note(id, format_args!("power lost during recovery: {why}"));
             self.tally.bump("power-loss-in-recovery");
             self.power_lost(id);
             return Ok(());
@@ -116,14 +116,14 @@ impl Cluster<'_> {
                 let node = self.nodes.get_mut(&id).expect("node");
                 node.probe.lock().claims = claims;
                 self.trace
-                    .note(id, format!("Open failed: {why}; retries in 100 ms"));
+                    .note(id, format_args!("Open failed: {why}; retries in 100 ms"));
                 self.tally.bump("open-failed-io");
                 self.schedule(100, Later::Restart(id));
             }
             StartError::Refused(refusal) => {
                 let (cause, excuse) =
                     refusal.excuse(&node.vfs.damage(), &node.injected, &during_open)?;
-                self.trace.note(id, format!("Open refused: {excuse}"));
+                self.trace.note(id, format_args!("Open refused: {excuse}"));
                 self.tally.bump("open-refused");
                 self.tally.bump(&format!("open-refused-{cause}"));
                 self.faults.damage(id);
@@ -152,7 +152,7 @@ impl Cluster<'_> {
             "node {id}'s disk lost acknowledged data to {fault} (outside Raft's model: stable \
              storage): {violation}"
         );
-        self.trace.note(id, format!("excused: {excuse}"));
+        self.trace.note(id, format_args!("excused: {excuse}"));
         self.tally.bump("excused-amnesia");
         self.faults.excuse(excuse);
         Ok(())
@@ -222,7 +222,7 @@ impl Cluster<'_> {
                     }
                 }
                 if self.trace.keeps_lines() {
-                    self.trace.note(id, format!("leads in term {term}"));
+                    self.trace.note(id, format_args!("leads in term {term}"));
                 }
             }
         }
@@ -330,7 +330,7 @@ impl Cluster<'_> {
             return Ok(());
         }
         if self.trace.keeps_lines() {
-            self.trace.note(0, format!("action {action:?}"));
+            self.trace.note(0, format_args!("action {action:?}"));
         }
         match action {
             Action::Write {
@@ -366,7 +366,7 @@ impl Cluster<'_> {
                 if self.nodes[node].is_up() {
                     self.tally.bump("kills");
                     self.trace
-                        .note(*node, format!("killed; restarts in {down_ms} ms"));
+                        .note(*node, format_args!("killed; restarts in {down_ms} ms"));
                     let target = self.nodes.get_mut(node).expect("node");
                     target.kill(&self.exec, &self.net);
                     self.schedule(*down_ms, Later::Restart(*node));
@@ -453,7 +453,7 @@ impl Cluster<'_> {
         }
         self.tally.bump("partitions");
         self.trace
-            .note(0, format!("cut {links:?} for {heal_ms} ms"));
+            .note(0, format_args!("cut {links:?} for {heal_ms} ms"));
         for &(from, to) in &links {
             self.net.cut(from, to);
         }
@@ -472,7 +472,7 @@ impl Cluster<'_> {
         self.tally.bump(&format!("damage-at-rest-{kind}"));
         self.trace.note(
             id,
-            format!("damage at rest ({kind}): {damage:?}; restarts in 50 ms"),
+            format_args!("damage at rest ({kind}): {damage:?}; restarts in 50 ms"),
         );
         self.schedule(50, Later::Restart(id));
     }

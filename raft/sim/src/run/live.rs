@@ -54,13 +54,13 @@ impl Cluster<'_> {
                 self.tally.bump("liveness-phases-passed");
                 self.tally.add("liveness-ms", took_ms);
                 self.trace
-                    .note(0, format!("liveness: converged in {took_ms} ms"));
+                    .note(0, format_args!("liveness: converged in {took_ms} ms"));
             }
             Err(why) => match self.liveness_excuse() {
                 Some(excuse) => {
                     self.tally.bump("liveness-excused");
                     self.trace
-                        .note(0, format!("liveness lost ({why}), excused: {excuse}"));
+                        .note(0, format_args!("liveness lost ({why}), excused: {excuse}"));
                     if self.faults.is_excused() {
                         return Ok(());
                     }

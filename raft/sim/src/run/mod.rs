@@ -283,7 +283,7 @@ impl<'p> Cluster<'p> {
         let down_ms = self.faults.power_lost(id);
         self.tally.bump("power-losses");
         self.trace
-            .note(id, format!("power lost; restarts in {down_ms} ms"));
+            .note(id, format_args!("power lost; restarts in {down_ms} ms"));
         let node = self.nodes.get_mut(&id).expect("node");
         node.power_off(&self.exec, &self.net);
         self.schedule(down_ms, Later::Restart(id));
@@ -304,7 +304,7 @@ impl<'p> Cluster<'p> {
                 }
             }
             Later::Heal(links) => {
-                self.trace.note(0, format!("heal {links:?}"));
+                self.trace.note(0, format_args!("heal {links:?}"));
                 self.net.uncut(&links);
             }
         }
@@ -326,7 +326,7 @@ impl<'p> Cluster<'p> {
                 self.tally.bump("runs-excused-ended-by-openraft-panic");
                 self.trace.note(
                     0,
-                    format!(
+                    format_args!(
                         "openraft panicked at {} ({text}), after {excuse}",
                         site.unwrap_or_default()
                     ),
@@ -416,7 +416,7 @@ impl<'p> Cluster<'p> {
             self.tally.bump("violations");
         }
         if let Some(excuse) = self.faults.excused() {
-            self.trace.note(0, format!("run excused: {excuse}"));
+            self.trace.note(0, format_args!("run excused: {excuse}"));
             self.tally.bump("runs-excused");
         }
         let digest = self.trace.digest();

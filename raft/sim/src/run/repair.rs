@@ -56,7 +56,7 @@ impl Cluster<'_> {
         for moved in &report.quarantined {
             self.trace.note(
                 id,
-                format!(
+                format_args!(
                     "repair: {} damaged at {} ({}), moved to {}; reach {}",
                     moved.file.display(),
                     moved.offset,
@@ -188,7 +188,7 @@ impl Cluster<'_> {
                 .add(&format!("repair-cost-lost-{bucket}-ms"), took_ms);
             self.trace.note(
                 id,
-                format!(
+                format_args!(
                     "repaired in {took_ms} ms ({} entries lost, reach {})",
                     watch.lost, watch.reach
                 ),

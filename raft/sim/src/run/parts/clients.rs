@@ -97,7 +97,7 @@ impl Clients {
         let (history, versions) = (self.history.clone(), self.seen_versions.clone());
         let trace = self.trace.clone();
         self.trace
-            .note(target, format!("op {id}: write {request:?}"));
+            .note(target, format_args!("op {id}: write {request:?}"));
         let key = (client, request.stream.clone());
         exec.spawn_as(HARNESS, async move {
             let answer = race(raft.client_write(request), Sleep::new(CLIENT_TIMEOUT)).await;
@@ -113,7 +113,7 @@ impl Clients {
                 }
                 _ => Outcome::Unknown,
             };
-            trace.note(0, format!("op {id} done: {outcome:?}"));
+            trace.note(0, format_args!("op {id} done: {outcome:?}"));
             history.complete(id, now_ns(), outcome);
         });
     }
@@ -134,7 +134,8 @@ impl Clients {
         let stream = format!("s{stream}");
         let id = self.new_op(exec.now_ns(), client, &stream, false);
         let (history, trace) = (self.history.clone(), self.trace.clone());
-        self.trace.note(target, format!("op {id}: read {stream}"));
+        self.trace
+            .note(target, format_args!("op {id}: read {stream}"));
         exec.spawn_as(HARNESS, async move {
             let read = async {
                 // `get_read_log_id`, then waiting here: `ensure_linearizable`
@@ -155,7 +156,7 @@ impl Clients {
                 Some((index, version)) => Outcome::Read { index, version },
                 None => Outcome::Unknown,
             };
-            trace.note(0, format!("op {id} done: {outcome:?}"));
+            trace.note(0, format_args!("op {id} done: {outcome:?}"));
             history.complete(id, now_ns(), outcome);
         });
     }
