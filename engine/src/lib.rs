@@ -53,8 +53,8 @@ pub use format::state::{LogState, STATE_FILE_NAME, StateError};
 pub use format::tables::StreamMetadata;
 pub use log::{
     Clock, Commit, DEFAULT_SEGMENT_BYTES, Deletion, FAILPOINT_AFTER_WRITE, Failpoint, Filter,
-    Follower, Log, NextSegment, Options, READ_RUN_BYTES_DEFAULT, Retention, SEGMENT_BYTES_MAX,
-    Subscription, Ticket, Tuning,
+    Follower, IndexFiles, Log, NextSegment, Options, READ_RUN_BYTES_DEFAULT, Retention,
+    SEGMENT_BYTES_MAX, Subscription, Ticket, Tuning,
 };
 pub use position::{POSITION_SLOT_BYTES, PositionFile};
 pub use recovery::decide::{GROUP_BYTES_MAX, Rule};

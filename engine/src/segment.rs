@@ -36,6 +36,20 @@ pub(crate) struct SegmentMeta {
     /// The offset of each of its records, by seq from `first_seq`: 4 bytes
     /// a record, for reads of the whole log and subscriptions by position.
     pub offsets: Vec<u32>,
+    /// Whether its index file is on disk (sealed segments only).
+    pub index_file: IndexFile,
+}
+
+/// Where a segment's index file stands (FORMAT.md, "Index files").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum IndexFile {
+    /// None known: the active segment's, or a sealed one's not yet written.
+    Missing,
+    /// Written and synced, its directory entry too, or checked by Open.
+    Written,
+    /// The segment's bytes, read back to build it, were not the records
+    /// the log holds (damaged at rest): not tried again in this life.
+    Refused,
 }
 
 impl SegmentMeta {

@@ -120,6 +120,8 @@ pub struct Stats {
     pub segments_purged: u64,
     /// Truncations carried out.
     pub truncations: u64,
+    /// Index files written (`Log::write_index_files`).
+    pub index_files_written: u64,
     /// Nanoseconds per group-commit `fdatasync`.
     pub sync_latency_ns: Histogram,
     /// Appends acknowledged per group commit.

@@ -36,19 +36,23 @@ pub(crate) enum Rank {
     /// which it takes the shared lock again. Claimed without waiting
     /// under the shared lock; waited for with nothing held.
     Lead = 0,
+    /// `Log::index_files`: the writer of index files, held while one is
+    /// written and by a purge or a truncation (under the lead) while it
+    /// removes segments and their index files.
+    IndexFiles = 1,
     /// `Log::tables_file`: the writer of the tables of stream metadata
     /// and consumer positions, held across the file's replacement, which
     /// then takes `shared` to publish what it wrote.
-    Tables = 1,
+    Tables = 2,
     /// `Log::shared`: the group commit, the published state, the stats.
-    Shared = 2,
+    Shared = 3,
     /// `WriterSide::writer`: the active segment, the next one's state.
-    Writer = 3,
+    Writer = 4,
     /// `Preparer::thread`: the preparing thread's handle.
-    PreparerThread = 4,
+    PreparerThread = 5,
     /// A leaf: `handles`, `spare_payloads`, the feed. Nothing is taken
     /// while one is held, not even another leaf.
-    Leaf = 5,
+    Leaf = 6,
 }
 
 /// A mutex with a rank (see the module doc).

@@ -38,6 +38,7 @@ pub use file_names::{LOCK_FILE_NAME, NEXT_SEGMENT_NAME, looks_like_a_segment, pa
 pub use record::Header;
 pub use segment_index::{
     INDEX_FILE_SUFFIX, IndexFileError, IndexedRecord, SegmentIndex, StreamRecords, index_file_name,
+    parse_index_file_name,
 };
 pub use state::STATE_TEMP_NAME;
 pub use tables::{

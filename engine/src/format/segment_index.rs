@@ -45,6 +45,16 @@ pub fn index_file_name(first_seq: u64) -> String {
     format!("{first_seq:020}{INDEX_FILE_SUFFIX}")
 }
 
+/// The first seq of the segment an index file's name names, if `name` is
+/// one (20 decimal digits and `.idx`).
+pub fn parse_index_file_name(name: &str) -> Option<u64> {
+    let digits = name.strip_suffix(INDEX_FILE_SUFFIX)?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
 const MAGIC: &[u8; 8] = b"DURLOGIX";
 const FORMAT_VERSION: u32 = 1;
 

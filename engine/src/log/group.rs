@@ -15,7 +15,7 @@ use crate::format::{
     EVENT_ID_BYTES, HEADER_SIZE, Tables, batch_stream, event_ids, set_first_version,
 };
 use crate::index::{Index, Location};
-use crate::segment::SegmentMeta;
+use crate::segment::{IndexFile, SegmentMeta};
 use crate::stats::Stats;
 use crate::sync::thread::Thread;
 
@@ -53,6 +53,12 @@ impl Published {
     pub fn find_segment(&self, id: u32) -> Option<&SegmentMeta> {
         let at = self.segments.partition_point(|segment| segment.id < id);
         self.segments.get(at).filter(|segment| segment.id == id)
+    }
+
+    /// The segment with id `id`, if the log still has it, to change.
+    pub fn find_segment_mut(&mut self, id: u32) -> Option<&mut SegmentMeta> {
+        let at = self.segments.partition_point(|segment| segment.id < id);
+        self.segments.get_mut(at).filter(|segment| segment.id == id)
     }
 
     /// The segment with id `id`, which the index or a group names: the
@@ -512,6 +518,7 @@ pub(crate) fn publish(
             path: settings.segment_path(first_seq),
             len: 0,
             offsets: Vec::new(),
+            index_file: IndexFile::Missing,
         });
         state.next_id += 1;
         stats.segments_created += 1;

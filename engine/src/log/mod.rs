@@ -48,6 +48,7 @@ mod filter;
 mod follower;
 mod group;
 mod idempotent;
+mod index_files;
 mod open;
 mod preparer;
 mod read;
@@ -63,8 +64,8 @@ pub use follower::Follower;
 pub use group::Ticket;
 pub use retention::Retention;
 pub use settings::{
-    Clock, DEFAULT_SEGMENT_BYTES, FAILPOINT_AFTER_WRITE, Failpoint, NextSegment, Options,
-    READ_RUN_BYTES_DEFAULT, SEGMENT_BYTES_MAX, Tuning,
+    Clock, DEFAULT_SEGMENT_BYTES, FAILPOINT_AFTER_WRITE, Failpoint, IndexFiles, NextSegment,
+    Options, READ_RUN_BYTES_DEFAULT, SEGMENT_BYTES_MAX, Tuning,
 };
 
 pub use streams::Deletion;
@@ -108,15 +109,18 @@ use writer::WriterSide;
 //    one thread across a group's I/O, a purge's or a truncation's, during
 //    which it takes `shared` again. Claimed without waiting, under
 //    `shared`; waited for with nothing held.
-// 1. `tables_file`: the writer of the tables of stream metadata and
+// 1. `index_files`: the writer of index files, held while one is written
+//    (not while it is built) and by a purge or a truncation while it
+//    removes segments, so that no index file outlives its segment.
+// 2. `tables_file`: the writer of the tables of stream metadata and
 //    consumer positions, held across a file's replacement.
-// 2. `shared`: the group commit's queue and outcomes, the published state
+// 3. `shared`: the group commit's queue and outcomes, the published state
 //    and the stats. A leader releases it for its group's I/O.
-// 3. the writer's lock (`WriterSide::writer`, with its condition variable
+// 4. the writer's lock (`WriterSide::writer`, with its condition variable
 //    `wanted`): the active segment and the next segment's preparation.
-// 4. the preparing thread's handle (`Preparer::thread`), taken under the
+// 5. the preparing thread's handle (`Preparer::thread`), taken under the
 //    writer's lock when a segment first gets half full.
-// 5. leaves: `handles`, `spare_payloads` and the feed's lock. No other
+// 6. leaves: `handles`, `spare_payloads` and the feed's lock. No other
 //    lock is taken while one of them is held.
 pub struct Log {
     settings: Arc<Settings>,
@@ -130,6 +134,9 @@ pub struct Log {
     /// The writer side; `None` for a log opened read-only, which refuses
     /// every append.
     writer: Option<Arc<WriterSide>>,
+    /// Lock rank `Rank::IndexFiles`: held while an index file is written,
+    /// and by a purge or a truncation while it removes segments.
+    index_files: Mutex<()>,
     /// Lock rank `Rank::Tables`: the writer of the tables' files (stream
     /// metadata and consumer positions), held across a file's replacement.
     tables_file: Mutex<streams::TablesFile>,

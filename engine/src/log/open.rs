@@ -114,7 +114,8 @@ fn take_lock(settings: &Settings) -> Result<Option<Box<dyn FileLock>>, Error> {
 /// torn or zero tail cut, the active segment synced (a killed predecessor
 /// may have left records, or this cut, only in the page cache), a leftover
 /// prepared segment removed, what a purge or a truncation under way had
-/// still to remove removed, and the directory synced; then consumer
+/// still to remove removed, stale index files removed, and the directory
+/// synced; then consumer
 /// positions past the end taken back, and a truncation's end recorded in
 /// the state file. Returns the report with what was cut,
 /// and the active segment's handle.
@@ -159,7 +160,10 @@ fn make_durable(
     // Segments a purge or a truncation had still to remove: the state
     // file already says they are not the log's.
     let removed = leftovers.purged.iter().chain(&leftovers.truncated);
-    for path in next_segment.chain(temps).chain(removed) {
+    // Index files that do not agree with their segments: derived data,
+    // written again by `Log::write_index_files`.
+    let stale = report.stale_index_files.iter().map(|(path, _)| path);
+    for path in next_segment.chain(temps).chain(removed).chain(stale) {
         vfs.remove_file(path)?;
     }
     vfs.sync_dir(dir)?;
@@ -260,6 +264,7 @@ fn assemble(
             },
         )),
         writer,
+        index_files: Mutex::new(Rank::IndexFiles, ()),
         tables_file: Mutex::new(Rank::Tables, Default::default()),
         handles: Mutex::new(Rank::Leaf, Handles::default()),
         spare_payloads: Mutex::new(Rank::Leaf, Vec::new()),

@@ -26,7 +26,7 @@ use std::time::Duration;
 use crate::error::Error;
 use crate::format::{LogState, decode_batch, parse_record};
 use crate::recovery::{StateWrite, write_state};
-use crate::segment::read_record_bytes;
+use crate::segment::{IndexFile, read_record_bytes};
 use crate::sync::{Rank, RankHeld, thread};
 
 use super::group::{GroupFailure, Published};
@@ -176,6 +176,7 @@ impl Published {
         let kept = (plan.last_seq + 1).saturating_sub(segment.first_seq) as usize;
         segment.offsets.truncate(kept);
         segment.len = plan.cut;
+        segment.index_file = IndexFile::Missing;
         let cut32 = u32::try_from(plan.cut).expect("a cut is within a segment");
         let id = segment.id;
         self.index.truncate_from(id, cut32);
@@ -298,6 +299,9 @@ impl Log {
     /// is durable. Also called by a leader applying the retention.
     fn purge(&self, plan: &PurgePlan) -> Result<Change, Undecided> {
         let (vfs, dir) = (self.settings.vfs.as_ref(), self.settings.dir.as_path());
+        // Held to the end: no index file is written for a segment going.
+        let _files = lock(&self.index_files);
+        let index_files = self.index_files_of(0..plan.count);
         self.write_state(&plan.state)?;
         // Decided: the state file disowns these segments. Readers learn it
         // before any file goes, so one that loses a file looks again and
@@ -314,9 +318,11 @@ impl Log {
         lock(&self.handles).forget_before(plan.first_id);
         // A crash from here leaves files that Open removes, in any order,
         // and a failure only leaves them to it (the log is poisoned).
-        let removed = plan
-            .paths
+        // Index files first: one left by a crash is removed by Open
+        // anyway, a segment's is never left without it.
+        let removed = index_files
             .iter()
+            .chain(&plan.paths)
             .try_for_each(|path| vfs.remove_file(path))
             .and_then(|()| vfs.sync_dir(dir));
         Ok(self.finish(removed))
@@ -326,6 +332,9 @@ impl Log {
     /// own files; this only orders the steps around it.
     fn truncate(&self, writer: &WriterSide, plan: &TruncatePlan) -> Result<Change, Undecided> {
         let (vfs, dir) = (self.settings.vfs.as_ref(), self.settings.dir.as_path());
+        // Held to the end: no index file is written for a segment cut.
+        let _files = lock(&self.index_files);
+        let index_files = self.index_files_of(plan.keep..plan.keep + 1 + plan.removed.len());
         self.write_state(&plan.under_way)?;
         // Decided: the state file names the truncation, so Open finishes
         // it whatever happens from here. Readers learn it before any byte
@@ -347,8 +356,12 @@ impl Log {
         };
         // The positions past it go back with the records they named:
         // their seqs will be used again.
-        let done = writer
-            .cut_to(&keep_path, plan.cut, &plan.removed)
+        // The index files before the bytes they index: the segment cut
+        // becomes the last, which has none.
+        let done = index_files
+            .iter()
+            .try_for_each(|path| vfs.remove_file(path))
+            .and_then(|()| writer.cut_to(&keep_path, plan.cut, &plan.removed))
             .and_then(|()| self.take_back_positions(plan.last_seq))
             .and_then(|()| write_state(vfs, dir, &finished).map_err(StateWrite::into_io));
         Ok(self.finish(done))

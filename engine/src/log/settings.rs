@@ -9,7 +9,7 @@ use std::sync::Arc;
 use durlog_vfs::Vfs;
 
 use crate::error::Error;
-use crate::format::{LOCK_FILE_NAME, NEXT_SEGMENT_NAME, segment_name};
+use crate::format::{LOCK_FILE_NAME, NEXT_SEGMENT_NAME, index_file_name, segment_name};
 use crate::recovery::GROUP_BYTES_MAX;
 
 /// Default size limit of a segment file.
@@ -101,6 +101,25 @@ pub struct Tuning {
     /// a read of many records is many runs. The simulator and the tests
     /// lower it so that every read of a small log crosses runs. At least 1.
     pub read_run_bytes_max: u64,
+    /// Whether sealed segments get index files, and who writes them.
+    pub index_files: IndexFiles,
+}
+
+/// Who writes a sealed segment's index file (FORMAT.md, "Index files").
+///
+/// An index file is derived from its segment's bytes once the segment is
+/// sealed: what a log too large for memory will need to open and read
+/// without reading every record. Open checks every index file it finds
+/// against its segment and removes one that does not belong there.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IndexFiles {
+    /// None is written (Open still removes stale ones it finds).
+    Off,
+    /// [`Log::write_index_files`](crate::Log::write_index_files) writes
+    /// those missing, when the caller calls it (a deterministic
+    /// simulator, which runs no threads, or a thread of the caller's).
+    OnCall,
 }
 
 /// How the file of the next segment comes to exist.
@@ -140,6 +159,7 @@ impl Default for Tuning {
             next_segment: NextSegment::Background,
             group_bytes_max: GROUP_BYTES_MAX,
             read_run_bytes_max: READ_RUN_BYTES_DEFAULT,
+            index_files: IndexFiles::Off,
         }
     }
 }
@@ -193,6 +213,11 @@ impl Settings {
 
     pub fn segment_path(&self, first_seq: u64) -> PathBuf {
         self.dir.join(segment_name(first_seq))
+    }
+
+    /// The index file of the segment whose first seq is `first_seq`.
+    pub fn index_path(&self, first_seq: u64) -> PathBuf {
+        self.dir.join(index_file_name(first_seq))
     }
 
     /// The time an append stamps on its events.

@@ -34,9 +34,10 @@ use crate::format::{
     inspect_batch, parse_record,
 };
 use crate::index::{Index, Location};
-use crate::segment::{SegmentMeta, Window};
+use crate::segment::{IndexFile, SegmentMeta, Window};
 
 pub(crate) mod decide;
+mod index_files;
 mod later;
 mod names;
 pub(crate) mod report;
@@ -142,6 +143,7 @@ pub(crate) fn scan(
     let Names {
         segments: names,
         next_segment,
+        index_files,
         state_files,
         ignored,
     } = segment_names(vfs, dir)?;
@@ -159,11 +161,14 @@ pub(crate) fn scan(
         offsets: Vec::new(),
     };
     let ScannedSegments {
-        segments,
+        mut segments,
         tail,
         decided_by,
         cut,
     } = scan_segments(vfs, &sorted.kept, &mut scanner, visit)?;
+    // A truncation under way ends in the last segment kept (the ones it
+    // removes are not in `segments`), whose index file goes with the cut.
+    let stale_index_files = index_files::check_index_files(vfs, &index_files, &mut segments);
     debug_assert_eq!(
         segments.iter().map(|segment| segment.len).sum::<u64>(),
         scanner.record_bytes,
@@ -181,6 +186,11 @@ pub(crate) fn scan(
         bytes_truncated: 0,
         decided_by,
         ignored,
+        index_files: segments
+            .iter()
+            .filter(|segment| segment.index_file == IndexFile::Written)
+            .count(),
+        stale_index_files,
     };
     Ok(Scanned {
         segments,
@@ -248,6 +258,7 @@ fn scan_segments(
             path: path.clone(),
             len,
             offsets: std::mem::take(&mut scanner.offsets),
+            index_file: IndexFile::Missing,
         });
         tail = segment_tail;
     }

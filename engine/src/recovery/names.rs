@@ -8,7 +8,7 @@ use durlog_vfs::Vfs;
 use crate::format::{
     CONSUMERS_FILE_NAME, CONSUMERS_TEMP_NAME, LOCK_FILE_NAME, NEXT_SEGMENT_NAME, STATE_FILE_NAME,
     STATE_TEMP_NAME, STREAMS_FILE_NAME, STREAMS_TEMP_NAME, looks_like_a_segment,
-    parse_segment_name,
+    parse_index_file_name, parse_segment_name,
 };
 
 use super::{Refusal, Rule, StateFiles, corrupt};
@@ -19,6 +19,8 @@ pub(super) struct Names {
     pub segments: Vec<(u64, PathBuf)>,
     /// The prepared next segment, if one was left.
     pub next_segment: Option<PathBuf>,
+    /// Index files, by the first seq their names name.
+    pub index_files: Vec<(u64, PathBuf)>,
     pub state_files: StateFiles,
     /// Entries that are not the log's.
     pub ignored: Vec<PathBuf>,
@@ -26,12 +28,14 @@ pub(super) struct Names {
 
 /// Sorts the entries of `dir` (SPEC 2.4, "Directory contents"): the log's
 /// own names (segments, anything else ending in `.log`, the prepared next
-/// segment, the lock file), where anything unexpected is damage; and the
-/// rest, which is not the log's business and is passed over.
+/// segment, index files, the lock file), where anything unexpected is
+/// damage; and the rest, which is not the log's business and is passed
+/// over.
 pub(super) fn segment_names(vfs: &dyn Vfs, dir: &Path) -> Result<Names, Refusal> {
     let mut names = Names {
         segments: Vec::new(),
         next_segment: None,
+        index_files: Vec::new(),
         state_files: StateFiles::default(),
         ignored: Vec::new(),
     };
@@ -72,6 +76,9 @@ pub(super) fn segment_names(vfs: &dyn Vfs, dir: &Path) -> Result<Names, Refusal>
         } else if let Some(first_seq) = parse_segment_name(&entry.name) {
             owned_file("a segment file")?;
             names.segments.push((first_seq, path));
+        } else if let Some(first_seq) = parse_index_file_name(&entry.name) {
+            owned_file("an index file")?;
+            names.index_files.push((first_seq, path));
         } else if looks_like_a_segment(&entry.name) {
             return Err(corrupt(
                 Rule::Structure,
@@ -84,5 +91,6 @@ pub(super) fn segment_names(vfs: &dyn Vfs, dir: &Path) -> Result<Names, Refusal>
         }
     }
     names.segments.sort();
+    names.index_files.sort();
     Ok(names)
 }

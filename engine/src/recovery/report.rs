@@ -78,6 +78,13 @@ pub struct RecoveryReport {
     /// Entries of the directory that are not the log's, passed over and
     /// left untouched.
     pub ignored: Vec<PathBuf>,
+    /// Index files that agree with their sealed segments (FORMAT.md,
+    /// "Index files").
+    pub index_files: usize,
+    /// Index files that do not, each with why (damaged, of a segment since
+    /// cut or gone, of the last segment, written to the wrong name):
+    /// `Log::open` removes them; the segments are read instead.
+    pub stale_index_files: Vec<(PathBuf, String)>,
 }
 
 /// Why a scan refused a directory: the error (`Corrupt` naming the file
