@@ -4,6 +4,7 @@
 //! file changes what the scan found: the segments are the truth, and this
 //! only decides which index files agree with them.
 
+use std::io;
 use std::path::{Path, PathBuf};
 
 use durlog_vfs::{OpenMode, Vfs, read_exact_at};
@@ -18,20 +19,20 @@ use crate::segment::{IndexFile, SegmentMeta};
 /// An index file agrees when its segment is sealed (not the last), its
 /// bytes decode (their CRC first), and it names its segment's first seq,
 /// exact length, record offsets and the CRC field of its last record. A
-/// file that cannot be read is listed too: it is derived data, and the
-/// next `Log::write_index_files` writes it again.
+/// read that fails fails the scan, as any other read of it does: an I/O
+/// error is never taken for a verdict on the bytes.
 pub(super) fn check_index_files(
     vfs: &dyn Vfs,
     found: &[(u64, PathBuf)],
     segments: &mut [SegmentMeta],
-) -> Vec<(PathBuf, String)> {
+) -> io::Result<Vec<(PathBuf, String)>> {
     let sealed = segments.len().saturating_sub(1);
     let mut stale = Vec::new();
     for (first_seq, path) in found {
         let at = segments.partition_point(|segment| segment.first_seq < *first_seq);
         let verdict = match segments.get(at) {
             Some(segment) if segment.first_seq == *first_seq && at < sealed => {
-                agrees(vfs, path, segment)
+                agrees(vfs, path, segment)?
             }
             Some(segment) if segment.first_seq == *first_seq => Err(
                 "its segment is the last one, which has no index file (a truncation made a sealed segment the last)"
@@ -47,18 +48,39 @@ pub(super) fn check_index_files(
             Err(reason) => stale.push((path.clone(), reason)),
         }
     }
-    stale
+    Ok(stale)
 }
 
-/// `Ok` if the index file at `path` is the index of `segment`, else why
-/// not.
-fn agrees(vfs: &dyn Vfs, path: &Path, segment: &SegmentMeta) -> Result<(), String> {
+/// `Ok(Ok(()))` if the index file at `path` is the index of `segment`,
+/// `Ok(Err(why))` if it is not.
+fn agrees(vfs: &dyn Vfs, path: &Path, segment: &SegmentMeta) -> io::Result<Result<(), String>> {
     // Per record an index takes 16 bytes, a stream's entry at most 18 and
     // its name, an id 24 against the event's 16 or more: less than 4 bytes
     // a byte of its segment. A longer file is not one, and is not read.
     let most = 44 + 4 * segment.len;
-    let bytes = read_whole(vfs, path, most).map_err(|error| format!("cannot be read: {error}"))?;
-    let index = SegmentIndex::decode(&bytes).map_err(|error| format!("damaged: {error}"))?;
+    let file = vfs.open(path, OpenMode::ReadOnly)?;
+    let len = file.len()?;
+    if len > most {
+        return Ok(Err(format!(
+            "damaged: {len} bytes, more than an index of its segment can take ({most})"
+        )));
+    }
+    let mut bytes = vec![0; usize::try_from(len).map_err(io::Error::other)?];
+    read_exact_at(file.as_ref(), &mut bytes, 0)?;
+    let last = *segment
+        .offsets
+        .last()
+        .expect("a sealed segment holds records");
+    let mut header = [0; HEADER_SIZE];
+    let segment_file = vfs.open(&segment.path, OpenMode::ReadOnly)?;
+    read_exact_at(segment_file.as_ref(), &mut header, u64::from(last))?;
+    Ok(judge(&bytes, segment, Header::from_bytes(&header).crc))
+}
+
+/// The verdict on an index file's `bytes` for `segment`, whose last
+/// record's CRC field is `last_crc`.
+fn judge(bytes: &[u8], segment: &SegmentMeta, last_crc: u32) -> Result<(), String> {
+    let index = SegmentIndex::decode(bytes).map_err(|error| format!("damaged: {error}"))?;
     if index.first_seq != segment.first_seq {
         return Err(format!(
             "indexes the segment of seq {} (a copy in the wrong place)",
@@ -74,37 +96,11 @@ fn agrees(vfs: &dyn Vfs, path: &Path, segment: &SegmentMeta) -> Result<(), Strin
     if index.offsets != segment.offsets {
         return Err("its record offsets are not the segment's".to_owned());
     }
-    let last = *segment
-        .offsets
-        .last()
-        .expect("a sealed segment holds records");
-    let file = vfs
-        .open(&segment.path, OpenMode::ReadOnly)
-        .map_err(|error| format!("its segment cannot be opened: {error}"))?;
-    let mut header = [0; HEADER_SIZE];
-    read_exact_at(file.as_ref(), &mut header, u64::from(last))
-        .map_err(|error| format!("its segment cannot be read: {error}"))?;
-    let crc = Header::from_bytes(&header).crc;
-    if index.last_record_crc != crc {
+    if index.last_record_crc != last_crc {
         return Err(format!(
-            "names a last record of CRC {:#010x}, the segment's is {crc:#010x}",
+            "names a last record of CRC {:#010x}, the segment's is {last_crc:#010x}",
             index.last_record_crc
         ));
     }
     Ok(())
-}
-
-/// The bytes of the file at `path`, if it holds at most `most`.
-fn read_whole(vfs: &dyn Vfs, path: &Path, most: u64) -> std::io::Result<Vec<u8>> {
-    let file = vfs.open(path, OpenMode::ReadOnly)?;
-    let len = file.len()?;
-    if len > most {
-        return Err(std::io::Error::other(format!(
-            "{len} bytes, more than an index of its segment can take ({most})"
-        )));
-    }
-    let len = usize::try_from(len).map_err(std::io::Error::other)?;
-    let mut bytes = vec![0; len];
-    read_exact_at(file.as_ref(), &mut bytes, 0)?;
-    Ok(bytes)
 }

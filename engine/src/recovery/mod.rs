@@ -168,7 +168,7 @@ pub(crate) fn scan(
     } = scan_segments(vfs, &sorted.kept, &mut scanner, visit)?;
     // A truncation under way ends in the last segment kept (the ones it
     // removes are not in `segments`), whose index file goes with the cut.
-    let stale_index_files = index_files::check_index_files(vfs, &index_files, &mut segments);
+    let stale_index_files = index_files::check_index_files(vfs, &index_files, &mut segments)?;
     debug_assert_eq!(
         segments.iter().map(|segment| segment.len).sum::<u64>(),
         scanner.record_bytes,

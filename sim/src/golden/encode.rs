@@ -245,6 +245,77 @@ pub fn state_file(first_seq: u64, purged: &std::collections::BTreeMap<String, u6
     out
 }
 
+/// One record of a sealed segment, as an index file sees it.
+pub struct IndexedRecord<'m> {
+    /// The record's bytes, header first.
+    pub bytes: &'m [u8],
+    pub stream: &'m str,
+    pub first_version: u64,
+    pub events: &'m [ModelEvent],
+}
+
+/// The index file FORMAT.md ("Index files") gives for the sealed segment
+/// whose first seq is `first_seq` and whose records are `records`, in seq
+/// order (at least one).
+pub fn index_file(first_seq: u64, records: &[IndexedRecord<'_>]) -> Vec<u8> {
+    struct Entry<'m> {
+        last_version: u64,
+        records: Vec<(u64, u32)>,
+        ids: std::collections::BTreeMap<[u8; durlog::EVENT_ID_BYTES], u64>,
+        name: &'m str,
+    }
+    let mut streams: std::collections::BTreeMap<&str, Entry<'_>> = Default::default();
+    let mut offsets = Vec::with_capacity(records.len());
+    let mut offset = 0u64;
+    for (ordinal, record) in records.iter().enumerate() {
+        offsets.push(offset as u32);
+        offset += record.bytes.len() as u64;
+        let entry = streams.entry(record.stream).or_insert_with(|| Entry {
+            last_version: 0,
+            records: Vec::new(),
+            ids: Default::default(),
+            name: record.stream,
+        });
+        entry.records.push((record.first_version, ordinal as u32));
+        for (at, event) in record.events.iter().enumerate() {
+            if let Some(id) = event.extras.id {
+                entry.ids.insert(id, record.first_version + at as u64);
+            }
+        }
+        entry.last_version = record.first_version + record.events.len() as u64 - 1;
+    }
+    let last = records.last().expect("a sealed segment holds a record");
+    let mut body = Vec::new();
+    body.put(&first_seq.to_le_bytes());
+    body.put(&offset.to_le_bytes());
+    body.put(&last.bytes[4..8]);
+    body.put(&(records.len() as u32).to_le_bytes());
+    body.put(&(streams.len() as u32).to_le_bytes());
+    for offset in &offsets {
+        body.put(&offset.to_le_bytes());
+    }
+    for entry in streams.values() {
+        body.put(&(entry.name.len() as u16).to_le_bytes());
+        body.put(entry.name.as_bytes());
+        body.put(&entry.last_version.to_le_bytes());
+        body.put(&(entry.records.len() as u32).to_le_bytes());
+        for (first_version, ordinal) in &entry.records {
+            body.put(&first_version.to_le_bytes());
+            body.put(&ordinal.to_le_bytes());
+        }
+        body.put(&(entry.ids.len() as u32).to_le_bytes());
+        for (id, version) in &entry.ids {
+            body.put(id);
+            body.put(&version.to_le_bytes());
+        }
+    }
+    let mut out = b"DURLOGIX".to_vec();
+    out.put(&1u32.to_le_bytes());
+    out.put(&crc32c(&[&body]).to_le_bytes());
+    out.put(&body);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use crate::model::{Extras, ModelEvent};
@@ -255,6 +326,58 @@ mod tests {
             data: data.to_vec(),
             at: 0,
             extras: Extras::default(),
+        }
+    }
+
+    /// The oracle's index files, byte for byte those the engine derives
+    /// from the same segment (`SegmentIndex::of_segment`), over seeded
+    /// segments of several streams, some events with ids.
+    #[test]
+    fn index_files_as_the_engine_derives_them() {
+        use rand::{RngExt, SeedableRng};
+        for seed in 0..300u64 {
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+            let first_seq = rng.random_range(1..1_000u64);
+            let mut versions = std::collections::BTreeMap::new();
+            let mut appends = Vec::new();
+            for seq in first_seq..first_seq + rng.random_range(1..12u64) {
+                let stream = ["a", "bb", "s1", "\u{fc}"][rng.random_range(0..4)];
+                let first_version = match versions.get(stream) {
+                    Some(version) => version + 1,
+                    None => rng.random_range(1..5u64),
+                };
+                let events: Vec<ModelEvent> = (0..rng.random_range(1..4))
+                    .map(|_| {
+                        let mut made = event("t", &vec![7; rng.random_range(0..20)]);
+                        if rng.random_bool(0.4) {
+                            made.extras.id = Some(rng.random());
+                        }
+                        made
+                    })
+                    .collect();
+                versions.insert(stream, first_version + events.len() as u64 - 1);
+                let bytes = super::record(seq, stream, first_version, &events);
+                appends.push((bytes, stream, first_version, events));
+            }
+            let records: Vec<super::IndexedRecord<'_>> = appends
+                .iter()
+                .map(
+                    |(bytes, stream, first_version, events)| super::IndexedRecord {
+                        bytes,
+                        stream,
+                        first_version: *first_version,
+                        events,
+                    },
+                )
+                .collect();
+            let segment: Vec<u8> = appends.iter().flat_map(|append| append.0.clone()).collect();
+            let engine = durlog::format::SegmentIndex::of_segment(first_seq, &segment)
+                .unwrap_or_else(|error| panic!("seed {seed}: {error}"));
+            assert_eq!(
+                super::index_file(first_seq, &records),
+                engine.encode(),
+                "seed {seed}"
+            );
         }
     }
 

@@ -83,6 +83,11 @@ fn check_tables(files: &mut Files<'_>, candidates: &[Tables]) -> Result<(), Stri
 /// limit, and a prepared next segment holds zeros up to that limit; all
 /// files together never pass the quota. The files are read in place, in
 /// one visit of the directory that the disk neither counts nor traces.
+///
+/// Each index file must be, byte for byte, the one FORMAT.md gives for
+/// the sealed segment of its name, except those in `unsure` (a write or a
+/// removal of theirs failed in this life: Open removes them).
+#[allow(clippy::too_many_arguments)] // each names a different fact
 pub fn check_layout(
     vfs: &SimVfs,
     dir: &Path,
@@ -91,6 +96,7 @@ pub fn check_layout(
     segment_bytes: u64,
     max_bytes: u64,
     copies: &[Copied],
+    unsure: &[PathBuf],
 ) -> Result<(), String> {
     vfs.with_dir_contents(dir, |entries| {
         let mut files = Files {
@@ -98,19 +104,78 @@ pub fn check_layout(
             entries: entries.to_vec(),
         };
         let limits = (segment_bytes, max_bytes);
-        check_files(&mut files, model, tables, limits, copies)
+        let indexes = take_index_files(&mut files, unsure);
+        let sealed = check_files(&mut files, model, tables, limits, copies)?;
+        check_index_files(&indexes, &sealed, model)
     })
     .unwrap_or_else(|| Err(format!("no directory {}", dir.display())))
 }
 
-/// `check_layout` of the files of one directory.
+/// The index files among `files`, taken out, by the first seq their names
+/// name, with their names and bytes; those in `unsure` are dropped.
+fn take_index_files<'a>(
+    files: &mut Files<'a>,
+    unsure: &[PathBuf],
+) -> Vec<(u64, &'a str, &'a [u8])> {
+    let mut indexes = Vec::new();
+    files.entries.retain(|&(name, bytes)| {
+        let (Some(seq), Some(bytes)) = (index_first_seq(name), bytes) else {
+            return true;
+        };
+        if !unsure.iter().any(|path| path.ends_with(name)) {
+            indexes.push((seq, name, bytes));
+        }
+        false
+    });
+    indexes
+}
+
+/// Each index file is the one FORMAT.md gives for its sealed segment
+/// (`sealed`: first seq and the range of the model's records in it).
+fn check_index_files(
+    indexes: &[(u64, &str, &[u8])],
+    sealed: &[(u64, Range<usize>)],
+    model: &Model,
+) -> Result<(), String> {
+    if indexes.is_empty() {
+        return Ok(());
+    }
+    let records: Vec<(u64, &[u8])> = model.encoded_records().collect();
+    for &(seq, name, bytes) in indexes {
+        let Some((_, range)) = sealed.iter().find(|(first, _)| *first == seq) else {
+            return Err(format!("index file {name} names no sealed segment"));
+        };
+        let indexed: Vec<encode::IndexedRecord<'_>> = records[range.clone()]
+            .iter()
+            .map(|&(seq, bytes)| {
+                let (stream, first_version, events) =
+                    model.record(seq).expect("the model holds its records");
+                encode::IndexedRecord {
+                    bytes,
+                    stream,
+                    first_version,
+                    events,
+                }
+            })
+            .collect();
+        if encode::index_file(seq, &indexed) != bytes {
+            return Err(format!(
+                "index file {name} is not its segment's index as FORMAT.md encodes it"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `check_layout` of the files of one directory but index files: the
+/// sealed segments, each with the range of the model's records it holds.
 fn check_files(
     files: &mut Files<'_>,
     model: &Model,
     tables: &[Tables],
     (segment_bytes, max_bytes): (u64, u64),
     copies: &[Copied],
-) -> Result<(), String> {
+) -> Result<Vec<(u64, Range<usize>)>, String> {
     let mut disk_bytes = 0;
     if files
         .take(LOCK_FILE_NAME)?
@@ -158,6 +223,7 @@ fn check_files(
         copies: Vec::new(),
     };
     let count = files.entries.len();
+    let mut sealed = Vec::new();
     for (position, (name, bytes)) in files.entries.iter().enumerate() {
         let Some(bytes) = bytes else {
             return Err(format!("{name} in {} is a directory", files.dir.display()));
@@ -168,7 +234,11 @@ fn check_files(
             .map(|copy| copy.bytes.clone())
             .collect();
         disk_bytes += bytes.len() as u64;
+        let first = segments.next;
         segments.check(name, bytes, is_last)?;
+        if let (false, Some(seq)) = (is_last, segment_first_seq(name)) {
+            sealed.push((seq, first..segments.next));
+        }
     }
     if max_bytes > 0 && disk_bytes > max_bytes {
         return Err(format!(
@@ -181,7 +251,7 @@ fn check_files(
             segments.expected.len() - segments.next
         ));
     }
-    Ok(())
+    Ok(sealed)
 }
 
 /// Whether `dir`'s table of streams (or of `consumers`) holds `tables` as
@@ -429,7 +499,16 @@ impl Placement {
 /// The first seq a segment file name gives, by FORMAT.md: 20 decimal
 /// digits and `.log`.
 fn segment_first_seq(name: &str) -> Option<u64> {
-    let digits = name.strip_suffix(".log")?;
+    first_seq_named(name, ".log")
+}
+
+fn index_first_seq(name: &str) -> Option<u64> {
+    first_seq_named(name, ".idx")
+}
+
+/// The seq of 20 decimal digits followed by `suffix`.
+fn first_seq_named(name: &str, suffix: &str) -> Option<u64> {
+    let digits = name.strip_suffix(suffix)?;
     (digits.len() == 20 && digits.bytes().all(|byte| byte.is_ascii_digit()))
         .then(|| digits.parse().ok())
         .flatten()

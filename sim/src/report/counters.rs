@@ -80,6 +80,16 @@ counters! {
         /// Next segments prepared ahead of their roll.
         segments_prepared: sum,
     }
+    line "index files {} written, each byte for byte its segment's; at Open {} found damaged and {} not their segment's, each removed" {
+        /// Index files `Log::write_index_files` wrote.
+        index_files_written: sum,
+        /// Index files Open found damaged (their CRC, a torn write, a read
+        /// that failed) and removed.
+        index_files_damaged: sum,
+        /// Index files Open found whole but not their segment's (of a
+        /// segment gone, cut or last, or naming other bytes) and removed.
+        index_files_stale: sum,
+    }
     line "subscribers {} records delivered, each the next acknowledged one" {
         /// Records handed to subscribers, each checked.
         deliveries: sum,

@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
 
-use durlog::{Error, Event, Expected, Log, NextSegment, Ticket};
+use durlog::{Error, Event, Expected, IndexFiles, Log, NextSegment, Ticket};
 use durlog_vfs::{FaultKind, SimVfs};
 
 use crate::model::ModelEvent;
@@ -424,6 +424,11 @@ impl<'a> World<'a> {
         {
             self.prepare_next_segment();
         }
+        if self.plan.tuning.index_files == IndexFiles::OnCall
+            && self.commits.is_multiple_of(self.plan.prepare_every)
+        {
+            self.write_index_files();
+        }
         self.commits += 1;
         self.open_retention_window(0);
         let finished = self.log().commit_next_group();
@@ -445,7 +450,8 @@ impl<'a> World<'a> {
             return self.power_loss(point, CrashSpec::None, false);
         }
         let poisoned = self.log().is_poisoned();
-        let evidence = Evidence::new(&self.node.vfs, &self.node.dir);
+        let mut evidence = Evidence::new(&self.node.vfs, &self.node.dir);
+        evidence.unsure_index_files = self.node.unsure_index_files.clone();
         self.oracle
             .check_committed(poisoned, &evidence, self.limits())?;
         if poisoned {
@@ -465,6 +471,28 @@ impl<'a> World<'a> {
             }
             Ok(false) => {}
             Err(error) => note!(self, "      preparing the next segment failed: {error}"),
+        }
+    }
+
+    /// Writes the index files the log lacks, inside the commit's crash
+    /// window. A failure leaves the log as it was; the index files it
+    /// touched may be left half written until Open removes them.
+    fn write_index_files(&mut self) {
+        let mark = self.node.vfs.fault_log_len();
+        match self.log().write_index_files() {
+            Ok(written) => {
+                self.result.counters.index_files_written += written as u64;
+                if written > 0 {
+                    note!(self, "      wrote {written} index files");
+                }
+            }
+            Err(error) => {
+                note!(self, "      writing index files failed: {error}");
+                let faulted = (self.node.vfs.fault_log_since(mark).into_iter())
+                    .map(|fault| fault.path)
+                    .filter(|path| path.extension().is_some_and(|ext| ext == "idx"));
+                self.node.unsure_index_files.extend(faulted);
+            }
         }
     }
 

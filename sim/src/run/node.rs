@@ -32,6 +32,9 @@ pub(super) struct Node {
     pub(super) followers: follow::SharedFollowers,
     /// Followers of the files, as in another process.
     pub(super) twins: twins::Twins,
+    /// Index files a failed `write_index_files` of this life may have
+    /// left half written (`Evidence::unsure_index_files`).
+    pub(super) unsure_index_files: Vec<PathBuf>,
 }
 
 impl Node {
@@ -71,6 +74,7 @@ impl Node {
             generation: 0,
             followers: follow::SharedFollowers::default(),
             twins: twins::Twins::default(),
+            unsure_index_files: Vec::new(),
         }
     }
 

@@ -137,6 +137,15 @@ impl World<'_> {
                 .decided_by
                 .map_or(Recovery::Clean, Recovery::Decided),
         );
+        let recovery = log.recovery();
+        for (_, why) in &recovery.stale_index_files {
+            match why.starts_with("damaged") || why.starts_with("cannot be read") {
+                true => self.result.counters.index_files_damaged += 1,
+                false => self.result.counters.index_files_stale += 1,
+            }
+        }
+        // Open removed every index file that disagrees with its segment.
+        self.node.unsure_index_files.clear();
         let mut evidence = Evidence::new(&self.node.vfs, &self.node.dir);
         evidence.before_open = std::mem::take(&mut self.node.before_open);
         evidence.open_faults = open_faults;

@@ -69,12 +69,14 @@ impl Node {
             generation,
             followers: _,
             twins: _,
+            unsure_index_files,
         } = self;
         clock.ticks().hash(state);
         failpoint_armed
             .load(std::sync::atomic::Ordering::SeqCst)
             .hash(state);
         (max_bytes, before_open, dir, generation).hash(state);
+        unsure_index_files.hash(state);
         hash_evidence(vfs, state);
     }
 }

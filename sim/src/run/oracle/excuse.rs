@@ -39,6 +39,11 @@ pub(crate) struct Evidence<'a> {
     /// bytes past the last record a segment may hold but zeros (the copy
     /// is garbage, not damage; recovery truncates it as a repeated record).
     pub(crate) copies: Vec<Copied>,
+    /// Index files a failed `write_index_files` of this life may have
+    /// left half written (its write and then its removal failed): Open
+    /// removes them, and until then their bytes prove nothing (set by the
+    /// runner).
+    pub(crate) unsure_index_files: Vec<std::path::PathBuf>,
 }
 
 impl<'a> Evidence<'a> {
@@ -91,6 +96,7 @@ impl<'a> Evidence<'a> {
             before_open: Vec::new(),
             open_faults: Vec::new(),
             copies,
+            unsure_index_files: Vec::new(),
         }
     }
 

@@ -446,6 +446,7 @@ impl Oracle {
             limits.segment_bytes,
             limits.max_bytes,
             &evidence.copies,
+            &evidence.unsure_index_files,
         )
     }
 
