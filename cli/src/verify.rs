@@ -77,6 +77,18 @@ fn judge(dir: &Path, report: &RecoveryReport) -> Verdict {
             plural(report.purged_leftovers as u64, "purged segment")
         ));
     }
+    if report.index_files > 0 {
+        summary.push_str(&format!(
+            "; {} agreeing with their segments",
+            plural(report.index_files as u64, "index file")
+        ));
+    }
+    for (path, why) in &report.stale_index_files {
+        summary.push_str(&format!(
+            "; stale index file {} ({why}): the next writer removes it",
+            path.display()
+        ));
+    }
     if let Some(tables) = table_summary(&read_tables(dir)) {
         summary.push_str(&format!("; {tables}"));
     }

@@ -612,3 +612,94 @@ fn a_truncation_races_appenders_and_subscribers() {
         }
     });
 }
+
+/// Each index file in the log's directory is the index of the sealed
+/// segment of its name, byte for byte; returns how many there are, and
+/// how many sealed segments.
+fn index_files_agree(vfs: &SimVfs) -> (usize, usize) {
+    let mut segments = BTreeMap::new();
+    let mut indexes = BTreeMap::new();
+    for entry in vfs.list_dir(Path::new(DIR)).expect("list") {
+        let path = Path::new(DIR).join(&entry.name);
+        if let Some(seq) = durlog::format::parse_segment_name(&entry.name) {
+            segments.insert(seq, path);
+        } else if let Some(seq) = durlog::format::parse_index_file_name(&entry.name) {
+            indexes.insert(seq, path);
+        }
+    }
+    let last = segments.keys().next_back().copied();
+    for (seq, path) in &indexes {
+        assert_ne!(Some(*seq), last, "the last segment has an index file");
+        let segment = segments.get(seq).expect("an index file's segment exists");
+        let bytes = vfs.file_contents(segment).expect("segment");
+        let index = durlog::format::SegmentIndex::of_segment(*seq, &bytes).expect("segment");
+        assert_eq!(
+            vfs.file_contents(path).expect("index file"),
+            index.encode(),
+            "{} is its segment's index",
+            path.display()
+        );
+    }
+    (indexes.len(), segments.len().saturating_sub(1))
+}
+
+#[test]
+fn index_files_race_appenders_purges_and_truncations() {
+    check(|| {
+        let vfs = SimVfs::with_faults(4, FaultConfig::none());
+        let options = Options {
+            segment_bytes: 160,
+            now: Some(Arc::new(|| 7)),
+            ..Options::default()
+        };
+        let tuning = Tuning::default().with(|tuning| {
+            tuning.next_segment = NextSegment::OnCall;
+            tuning.index_files = durlog::IndexFiles::OnCall;
+        });
+        let log = Arc::new(Log::open_tuned(vfs.clone(), DIR, options, tuning).expect("open"));
+        for size in 0..4 {
+            log.append(
+                "seed",
+                Expected::Any,
+                &[Event::new("t", vec![9; 60 + size])],
+            )
+            .expect("append");
+        }
+        let indexer = {
+            let log = Arc::clone(&log);
+            thread::spawn(move || {
+                for _ in 0..3 {
+                    log.write_index_files().expect("write index files");
+                }
+            })
+        };
+        let changer = {
+            let log = Arc::clone(&log);
+            thread::spawn(move || {
+                log.purge_before(3).expect("purge");
+                let last = log.last_seq();
+                log.truncate_after(last - 1).expect("truncate");
+            })
+        };
+        let writer = {
+            let log = Arc::clone(&log);
+            thread::spawn(move || {
+                for size in 0..3 {
+                    let events = [Event::new("t", vec![1; 50 + size])];
+                    log.append("w", Expected::Any, &events).expect("append");
+                }
+            })
+        };
+        for thread in [indexer, changer, writer] {
+            thread.join().expect("thread");
+        }
+        index_files_agree(&vfs);
+        log.write_index_files().expect("the last index files");
+        let (written, sealed) = index_files_agree(&vfs);
+        assert_eq!(written, sealed, "every sealed segment has its index file");
+        drop(log);
+        let reopened = Log::open_with_vfs(vfs.clone(), DIR, Options::default()).expect("reopen");
+        assert_eq!(reopened.recovery().stale_index_files, Vec::new());
+        assert_eq!(reopened.recovery().index_files, written);
+    });
+}

@@ -76,6 +76,14 @@ pub const MARKS: &[(&str, &[FaultKind])] = &[
     ("writer: a failed group cut back", &[]),
     ("writer: a cut-back that fails poisons the log", &[]),
     (
+        "index files: a sealed segment read back is refused",
+        &[
+            FaultKind::BitFlipAtRest,
+            FaultKind::BitFlipOnRead,
+            FaultKind::MisdirectedWrite,
+        ],
+    ),
+    (
         "recovery: a header across a page boundary taken as the write's own",
         &[FaultKind::MisdirectedWrite],
     ),

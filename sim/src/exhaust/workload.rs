@@ -15,7 +15,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use durlog::{NextSegment, Tuning};
+use durlog::{IndexFiles, NextSegment, Tuning};
 use durlog_vfs::FaultConfig;
 
 use crate::plan::{Action, CrashSpec, EventSpec, ExpectedSpec, Plan, QuotaChange};
@@ -139,15 +139,19 @@ impl Op {
 /// How the engine makes its next segment (prepared ahead and renamed at
 /// the roll, or created at the roll) and whether it preallocates zeros
 /// ahead of its records: the ways each roll and each tail can be on disk.
+/// The settings that preallocate also write index files (before every
+/// commit, inside its crash window, for the segments rolls sealed), so
+/// that each roll style meets them and purges and truncations remove
+/// them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Setting {
     /// `P`: the next segment prepared ahead (zeros, synced) before every
     /// commit once the active one is half full, renamed at the roll; a
-    /// page of zeros preallocated after every group.
+    /// page of zeros preallocated after every group; index files.
     PreparedPreallocated,
     /// `R`: prepared and renamed; no preallocation.
     PreparedExact,
-    /// `Z`: created at the roll; zeros preallocated.
+    /// `Z`: created at the roll; zeros preallocated; index files.
     CreatedPreallocated,
     /// `C`: created at the roll; no preallocation, so every file ends at
     /// its last record.
@@ -180,7 +184,12 @@ impl Setting {
             Setting::PreparedPreallocated | Setting::CreatedPreallocated => 0,
             Setting::PreparedExact | Setting::CreatedExact => u64::MAX,
         };
+        let index_files = match self {
+            Setting::PreparedPreallocated | Setting::CreatedPreallocated => IndexFiles::OnCall,
+            Setting::PreparedExact | Setting::CreatedExact => IndexFiles::Off,
+        };
         Tuning::default().with(|tuning| {
+            tuning.index_files = index_files;
             tuning.preallocate_after_bytes = preallocate_after_bytes;
             tuning.preallocate_chunk_bytes = 4096;
             tuning.preallocate_group_bytes_max = u64::MAX;
