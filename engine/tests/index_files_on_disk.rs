@@ -359,3 +359,146 @@ fn a_power_loss_while_index_files_are_written_leaves_only_agreeing_ones() {
     }
     assert!(states > 40, "only {states} crash states");
 }
+
+fn open_trusting(vfs: &SimVfs) -> Result<Log, durlog::Error> {
+    let options = durlog::Options {
+        segment_bytes: SEGMENT_BYTES,
+        ..clock(7)
+    };
+    let tuning = tuning(IndexFiles::OnCall).with(|tuning| tuning.open_trusts_index_files = true);
+    Log::open_tuned(vfs.clone(), DIR, options, tuning)
+}
+
+/// Each stream: its name, version and events.
+type Streams = Vec<(String, u64, Vec<durlog::Event>)>;
+
+/// Everything a reader can ask of a log, to hold two opens alike.
+fn everything_asked(log: &Log) -> (Vec<Commit>, Streams, u64) {
+    let streams = log
+        .streams("")
+        .into_iter()
+        .map(|stream| {
+            let version = log.version(&stream);
+            let events = log.read(&stream, 1, usize::MAX).expect("read");
+            (stream, version, events)
+        })
+        .collect();
+    (everything(log), streams, log.last_seq())
+}
+
+#[test]
+fn an_open_that_trusts_index_files_gives_the_log_a_full_scan_gives() {
+    for seed in 0..8u64 {
+        let context = format!("seed {seed}");
+        let (vfs, _) = indexed_log(seed);
+        let scanned = open(&vfs);
+        let want = everything_asked(&scanned);
+        let report = scanned.recovery().clone();
+        drop(scanned);
+        let trusting = open_trusting(&vfs).unwrap();
+        assert_eq!(everything_asked(&trusting), want, "{context}");
+        let trusted = trusting.recovery();
+        assert_eq!(
+            (
+                trusted.records,
+                trusted.record_bytes,
+                trusted.last_seq,
+                trusted.segments
+            ),
+            (
+                report.records,
+                report.record_bytes,
+                report.last_seq,
+                report.segments
+            ),
+            "{context}"
+        );
+        assert_eq!(trusted.index_files, report.index_files, "{context}");
+        // Ids taken from the index files still make a retry a retry.
+        let (stream, version, events) = (everything_asked(&trusting).1)
+            .into_iter()
+            .find(|(_, _, events)| events.iter().any(|event| event.id().is_some()))
+            .expect("an event with an id");
+        let at = events
+            .iter()
+            .position(|event| event.id().is_some())
+            .unwrap();
+        let retried = [events[at].clone()];
+        assert_eq!(
+            trusting.append(&stream, Expected::Any, &retried).unwrap(),
+            at as u64 + 1,
+            "{context}: a retry of a held id answers the version it landed at"
+        );
+        assert_eq!(
+            trusting.version(&stream),
+            version,
+            "{context}: nothing written"
+        );
+        // And the log goes on: appends, rolls, new index files.
+        append_random(&trusting, &mut ChaCha8Rng::seed_from_u64(seed + 50), 10);
+        trusting.write_index_files().unwrap();
+        check_index_files_agree(&vfs, &context);
+    }
+}
+
+#[test]
+fn a_trusting_open_does_not_read_a_sealed_segment_and_a_full_one_does() {
+    for seed in 0..4u64 {
+        let context = format!("seed {seed}");
+        let (vfs, _) = indexed_log(seed);
+        let (segments, _) = files(&vfs);
+        // A bit flipped at rest in the middle of the first segment's
+        // first record's payload: a full scan refuses the log.
+        let first = segments.values().next().unwrap().clone();
+        vfs.flip_bit_at_rest(&first, 8 * 30 + 1).unwrap();
+        match Log::open_tuned(
+            vfs.clone(),
+            DIR,
+            durlog::Options {
+                segment_bytes: SEGMENT_BYTES,
+                ..clock(7)
+            },
+            tuning(IndexFiles::OnCall),
+        ) {
+            Err(durlog::Error::Corrupt { file, .. }) => assert_eq!(file, first, "{context}"),
+            other => panic!("{context}: a full scan gave {:?}", other.map(|_| ())),
+        }
+        // Trusting its index file, Open does not see it; a read does.
+        let log = open_trusting(&vfs).unwrap();
+        match log.read_all(1, 1) {
+            Err(durlog::Error::Corrupt { file, .. }) => assert_eq!(file, first, "{context}"),
+            other => panic!("{context}: the damaged record read as {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn an_index_file_that_does_not_continue_its_streams_is_not_trusted() {
+    for seed in 0..4u64 {
+        let context = format!("seed {seed}");
+        let (vfs, records) = indexed_log(seed);
+        let (_, indexes) = files(&vfs);
+        let path = indexes.values().nth(1).unwrap().clone();
+        let mut index = SegmentIndex::decode(&vfs.file_contents(&path).unwrap()).unwrap();
+        // One version later, every record and the ids with it: whole, and
+        // agreeing with the segment's length and last record, but not
+        // with the stream's versions before it.
+        let stream = &mut index.streams[0];
+        stream.last_version += 1;
+        stream
+            .records
+            .iter_mut()
+            .for_each(|record| record.first_version += 1);
+        stream.ids.iter_mut().for_each(|(_, version)| *version += 1);
+        vfs.put_durable_file(&path, &index.encode());
+        let log = open_trusting(&vfs).unwrap();
+        assert_eq!(everything(&log), records, "{context}");
+        let stale = &log.recovery().stale_index_files;
+        assert_eq!(stale.len(), 1, "{context}: {stale:?}");
+        assert_eq!(stale[0].0, path, "{context}");
+        assert!(
+            stale[0].1.contains("do not continue"),
+            "{context}: {stale:?}"
+        );
+    }
+}

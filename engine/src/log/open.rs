@@ -58,7 +58,8 @@ impl Log {
         let (vfs, dir) = (settings.vfs.as_ref(), settings.dir.as_path());
         vfs.create_dir_all(dir)?;
         let lock = take_lock(&settings)?;
-        let scanned = recovery::scan(vfs, dir, settings.group_bytes_max, &mut |_| {})?;
+        let trust = settings.tuning.open_trusts_index_files;
+        let scanned = recovery::scan(vfs, dir, settings.group_bytes_max, &mut |_| {}, trust)?;
         let mut scanned = scanned;
         let (report, active) = make_durable(vfs, dir, scanned.report.clone(), &mut scanned)?;
         let active_len = scanned.segments.last().map_or(0, |segment| segment.len);
@@ -83,7 +84,7 @@ impl Log {
             Tuning::default(),
         );
         let (vfs, dir) = (settings.vfs.as_ref(), settings.dir.as_path());
-        let scanned = recovery::scan(vfs, dir, settings.group_bytes_max, &mut |_| {})?;
+        let scanned = recovery::scan(vfs, dir, settings.group_bytes_max, &mut |_| {}, false)?;
         log_opened(dir, &scanned.report);
         let report = scanned.report.clone();
         Ok(assemble(Arc::new(settings), scanned, report, None, 0))

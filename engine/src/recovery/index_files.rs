@@ -4,13 +4,114 @@
 //! file changes what the scan found: the segments are the truth, and this
 //! only decides which index files agree with them.
 
+use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
 use durlog_vfs::{OpenMode, Vfs, read_exact_at};
 
-use crate::format::{HEADER_SIZE, Header, SegmentIndex};
+use crate::error::Error;
+use crate::format::{HEADER_SIZE, Header, SegmentIndex, StreamRecords};
+use crate::index::Location;
 use crate::segment::{IndexFile, SegmentMeta};
+
+use super::Scanner;
+use super::reread::{Read, read_until_two_agree};
+
+/// The index files an Open trusts, by their segments' first seqs.
+pub(super) type Trusted = BTreeMap<u64, SegmentIndex>;
+
+/// The index files among `found` that agree with their sealed segments
+/// in `kept` (every segment but the last) by what can be known without
+/// reading the records: the file decodes, and names its segment's first
+/// seq, its length on disk and the CRC field of its last record. The
+/// scan then takes these segments from them (`Scanner::take_index`). A
+/// file that does not agree is read again until two reads do (one flaky
+/// read must not decide which segments Open reads).
+pub(super) fn trusted(
+    vfs: &dyn Vfs,
+    found: &[(u64, PathBuf)],
+    kept: &[(u64, PathBuf)],
+) -> Result<Trusted, Error> {
+    let mut trusted = Trusted::new();
+    let sealed = &kept[..kept.len().saturating_sub(1)];
+    for (first_seq, path) in found {
+        let Ok(at) = sealed.binary_search_by_key(first_seq, |(seq, _)| *seq) else {
+            continue;
+        };
+        let segment = vfs.open(&sealed[at].1, OpenMode::ReadOnly)?;
+        let len = segment.len()?;
+        let read = read_until_two_agree(path, None, |_| {
+            let Some(bytes) = read_index_file(vfs, path, len)? else {
+                return Ok(Read::Suspect(None));
+            };
+            let Ok(index) = SegmentIndex::decode(&bytes) else {
+                return Ok(Read::Suspect(Some(bytes)));
+            };
+            let Some(&last) = index.offsets.last() else {
+                return Ok(Read::Suspect(Some(bytes)));
+            };
+            let mut header = [0; HEADER_SIZE];
+            read_exact_at(segment.as_ref(), &mut header, u64::from(last))?;
+            let agrees = index.first_seq == *first_seq
+                && index.segment_len == len
+                && Header::from_bytes(&header).crc == index.last_record_crc;
+            Ok(match agrees {
+                true => Read::Accepted(index),
+                false => Read::Suspect(Some(bytes)),
+            })
+        })?;
+        if let Read::Accepted(index) = read {
+            trusted.insert(*first_seq, index);
+        }
+    }
+    Ok(trusted)
+}
+
+impl Scanner {
+    /// Takes a sealed segment from its index file, as if its records had
+    /// been read: `false` (nothing changed) if the index's streams do not
+    /// continue the versions the segments before left, and the segment is
+    /// then read.
+    pub(super) fn take_index(&mut self, index: &SegmentIndex, segment: u32) -> bool {
+        // Each record's event count is the distance to the stream's next
+        // record (or past its last version); one that no batch can hold
+        // says the file is not what its writer derived.
+        let counts_fit = index
+            .streams
+            .iter()
+            .all(|stream| record_counts(stream).all(|count| count.is_some_and(|count| count > 0)));
+        let continues = index.streams.iter().all(|stream| {
+            let version = self.index.version(&stream.name);
+            stream.records[0].first_version == version + 1
+        });
+        if index.first_seq != self.next_seq || !continues || !counts_fit {
+            return false;
+        }
+        for stream in &index.streams {
+            for (record, count) in stream.records.iter().zip(record_counts(stream)) {
+                let location = Location {
+                    first_version: record.first_version,
+                    segment,
+                    offset: index.offsets[record.ordinal as usize],
+                };
+                self.index
+                    .push(&stream.name, count.expect("checked above"), location);
+            }
+            let ids: Vec<_> = stream
+                .ids
+                .iter()
+                .map(|&(id, version)| (version, id))
+                .collect();
+            self.index.remember_ids(&stream.name, &ids);
+        }
+        let records = index.offsets.len() as u64;
+        self.next_seq += records;
+        self.records += records;
+        self.record_bytes += index.segment_len;
+        true
+    }
+}
 
 /// Checks each of `found` (by the first seq its name names) against
 /// `segments`, the scan's, marking the segments whose index file agrees:
@@ -21,16 +122,28 @@ use crate::segment::{IndexFile, SegmentMeta};
 /// exact length, record offsets and the CRC field of its last record. A
 /// read that fails fails the scan, as any other read of it does: an I/O
 /// error is never taken for a verdict on the bytes.
+/// `distrusted`: the segments whose index files the scan would have
+/// taken but found not continuing the versions before them.
 pub(super) fn check_index_files(
     vfs: &dyn Vfs,
     found: &[(u64, PathBuf)],
     segments: &mut [SegmentMeta],
-) -> io::Result<Vec<(PathBuf, String)>> {
+    distrusted: &[u64],
+) -> Result<Vec<(PathBuf, String)>, Error> {
     let sealed = segments.len().saturating_sub(1);
     let mut stale = Vec::new();
     for (first_seq, path) in found {
         let at = segments.partition_point(|segment| segment.first_seq < *first_seq);
         let verdict = match segments.get(at) {
+            // Taken from this very file, which agreed.
+            Some(segment)
+                if segment.first_seq == *first_seq && segment.index_file == IndexFile::Written =>
+            {
+                continue;
+            }
+            Some(segment) if distrusted.contains(&segment.first_seq) => Err(
+                "its streams do not continue the versions of the segments before it".to_owned(),
+            ),
             Some(segment) if segment.first_seq == *first_seq && at < sealed => {
                 agrees(vfs, path, segment)?
             }
@@ -52,29 +165,33 @@ pub(super) fn check_index_files(
 }
 
 /// `Ok(Ok(()))` if the index file at `path` is the index of `segment`,
-/// `Ok(Err(why))` if it is not.
-fn agrees(vfs: &dyn Vfs, path: &Path, segment: &SegmentMeta) -> io::Result<Result<(), String>> {
-    // Per record an index takes 16 bytes, a stream's entry at most 18 and
-    // its name, an id 24 against the event's 16 or more: less than 4 bytes
-    // a byte of its segment. A longer file is not one, and is not read.
-    let most = 44 + 4 * segment.len;
-    let file = vfs.open(path, OpenMode::ReadOnly)?;
-    let len = file.len()?;
-    if len > most {
-        return Ok(Err(format!(
-            "damaged: {len} bytes, more than an index of its segment can take ({most})"
-        )));
-    }
-    let mut bytes = vec![0; usize::try_from(len).map_err(io::Error::other)?];
-    read_exact_at(file.as_ref(), &mut bytes, 0)?;
+/// `Ok(Err(why))` if two reads in a row say it is not.
+fn agrees(vfs: &dyn Vfs, path: &Path, segment: &SegmentMeta) -> Result<Result<(), String>, Error> {
     let last = *segment
         .offsets
         .last()
         .expect("a sealed segment holds records");
-    let mut header = [0; HEADER_SIZE];
     let segment_file = vfs.open(&segment.path, OpenMode::ReadOnly)?;
-    read_exact_at(segment_file.as_ref(), &mut header, u64::from(last))?;
-    Ok(judge(&bytes, segment, Header::from_bytes(&header).crc))
+    let read = read_until_two_agree(path, None, |_| {
+        let Some(bytes) = read_index_file(vfs, path, segment.len)? else {
+            return Ok(Read::Suspect(format!(
+                "damaged: more bytes than an index of its segment can take ({})",
+                most_index_bytes(segment.len)
+            )));
+        };
+        let mut header = [0; HEADER_SIZE];
+        read_exact_at(segment_file.as_ref(), &mut header, u64::from(last))?;
+        Ok(
+            match judge(&bytes, segment, Header::from_bytes(&header).crc) {
+                Ok(()) => Read::Accepted(()),
+                Err(why) => Read::Suspect(why),
+            },
+        )
+    })?;
+    Ok(match read {
+        Read::Accepted(()) => Ok(()),
+        Read::Suspect(why) => Err(why),
+    })
 }
 
 /// The verdict on an index file's `bytes` for `segment`, whose last
@@ -103,4 +220,33 @@ fn judge(bytes: &[u8], segment: &SegmentMeta, last_crc: u32) -> Result<(), Strin
         ));
     }
     Ok(())
+}
+
+/// The event count of each of `stream`'s records, `None` past `u32`.
+fn record_counts(stream: &StreamRecords) -> impl Iterator<Item = Option<u32>> + '_ {
+    let ends = (stream.records.iter().skip(1))
+        .map(|record| record.first_version)
+        .chain([stream.last_version.saturating_add(1)]);
+    (stream.records.iter().zip(ends))
+        .map(|(record, end)| u32::try_from(end.checked_sub(record.first_version)?).ok())
+}
+
+/// The bytes of the index file at `path` for a segment of `segment_len`
+/// bytes; `None` if the file is longer than any index of it can be.
+fn read_index_file(vfs: &dyn Vfs, path: &Path, segment_len: u64) -> io::Result<Option<Vec<u8>>> {
+    let file = vfs.open(path, OpenMode::ReadOnly)?;
+    let len = file.len()?;
+    if len > most_index_bytes(segment_len) {
+        return Ok(None);
+    }
+    let mut bytes = vec![0; usize::try_from(len).map_err(io::Error::other)?];
+    read_exact_at(file.as_ref(), &mut bytes, 0)?;
+    Ok(Some(bytes))
+}
+
+/// Per record an index takes 16 bytes, a stream's entry at most 18 and
+/// its name, an id 24 against the event's 16 or more: less than 4 bytes
+/// a byte of its segment. A longer file is not one, and is not read.
+fn most_index_bytes(segment_len: u64) -> u64 {
+    44 + 4 * segment_len
 }

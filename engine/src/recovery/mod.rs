@@ -123,7 +123,7 @@ pub fn visit_records(
     dir: &Path,
     visit: &mut dyn FnMut(&RecordInfo<'_>),
 ) -> Result<RecoveryReport, Error> {
-    Ok(scan(vfs, dir, GROUP_BYTES_MAX, visit)?.report)
+    Ok(scan(vfs, dir, GROUP_BYTES_MAX, visit, false)?.report)
 }
 
 /// [`verify`] for a log whose writers never wrote a group of more than
@@ -131,14 +131,30 @@ pub fn visit_records(
 /// refusal. A window smaller than the writers' groups may refuse a torn
 /// tail as damage; the default, [`GROUP_BYTES_MAX`], suits every writer.
 pub fn check(vfs: &dyn Vfs, dir: &Path, group_bytes_max: u64) -> Result<RecoveryReport, Refusal> {
-    Ok(scan(vfs, dir, group_bytes_max, &mut |_| {})?.report)
+    Ok(scan(vfs, dir, group_bytes_max, &mut |_| {}, false)?.report)
 }
 
+/// [`check`] as a writer's Open with `Tuning::open_trusts_index_files`
+/// reads the directory: sealed segments whose index files agree are taken
+/// from them, their records not read, so damage in those records is not
+/// seen. What a refusal of such an Open is held to.
+pub fn check_trusting_index_files(
+    vfs: &dyn Vfs,
+    dir: &Path,
+    group_bytes_max: u64,
+) -> Result<RecoveryReport, Refusal> {
+    Ok(scan(vfs, dir, group_bytes_max, &mut |_| {}, true)?.report)
+}
+
+/// With `trust_index_files` (a writer's Open, `Tuning::open_trusts_index_files`),
+/// a sealed segment whose index file agrees with its length and last
+/// record is taken from the index file, its records not read.
 pub(crate) fn scan(
     vfs: &dyn Vfs,
     dir: &Path,
     group_bytes_max: u64,
     visit: &mut dyn FnMut(&RecordInfo<'_>),
+    trust_index_files: bool,
 ) -> Result<Scanned, Refusal> {
     let Names {
         segments: names,
@@ -160,15 +176,23 @@ pub(crate) fn scan(
         group_bytes_max,
         offsets: Vec::new(),
     };
+    // A truncation under way reads every segment: it may end in any.
+    let trusted = match trust_index_files && state.truncate_after.is_none() {
+        true => index_files::trusted(vfs, &index_files, &sorted.kept)?,
+        false => Default::default(),
+    };
     let ScannedSegments {
         mut segments,
         tail,
         decided_by,
         cut,
-    } = scan_segments(vfs, &sorted.kept, &mut scanner, visit)?;
+        distrusted,
+    } = scan_segments(vfs, &sorted.kept, &trusted, &mut scanner, visit)?;
     // A truncation under way ends in the last segment kept (the ones it
     // removes are not in `segments`), whose index file goes with the cut.
-    let stale_index_files = index_files::check_index_files(vfs, &index_files, &mut segments)?;
+    let stale_index_files =
+        index_files::check_index_files(vfs, &index_files, &mut segments, &distrusted)?;
+    let distrusted_count = distrusted.len();
     debug_assert_eq!(
         segments.iter().map(|segment| segment.len).sum::<u64>(),
         scanner.record_bytes,
@@ -191,6 +215,7 @@ pub(crate) fn scan(
             .filter(|segment| segment.index_file == IndexFile::Written)
             .count(),
         stale_index_files,
+        index_files_trusted: trusted.len() - distrusted_count,
     };
     Ok(Scanned {
         segments,
@@ -218,26 +243,45 @@ struct ScannedSegments {
     /// Where a truncation under way cuts: the file, and the length its
     /// last record kept ends at.
     cut: Option<(PathBuf, u64)>,
+    /// Segments (by first seq) whose trusted index file did not continue
+    /// the streams' versions: read instead, and the file is stale.
+    distrusted: Vec<u64>,
 }
 
 /// Scans the segments `kept` in order with `scanner`.
 fn scan_segments(
     vfs: &dyn Vfs,
     kept: &[(u64, PathBuf)],
+    trusted: &index_files::Trusted,
     scanner: &mut Scanner,
     visit: &mut dyn FnMut(&RecordInfo<'_>),
 ) -> Result<ScannedSegments, Refusal> {
     let mut segments = Vec::with_capacity(kept.len());
     let mut tail = (Tail::Clean, None);
     let mut cut = None;
+    let mut distrusted = Vec::new();
     for (position, (first_seq, path)) in kept.iter().enumerate() {
         let is_last = position + 1 == kept.len();
         if *first_seq != scanner.next_seq {
             let reason = seq_gap_reason(position, *first_seq, scanner.next_seq);
             return Err(corrupt(Rule::Structure, path, 0, reason));
         }
-        let file = vfs.open(path, OpenMode::ReadOnly)?;
         let id = position as u32;
+        let index = trusted.get(first_seq);
+        if index.is_some_and(|index| !scanner.take_index(index, id)) {
+            distrusted.push(*first_seq);
+        } else if let Some(index) = index {
+            segments.push(SegmentMeta {
+                id,
+                first_seq: *first_seq,
+                path: path.clone(),
+                len: index.segment_len,
+                offsets: index.offsets.clone(),
+                index_file: IndexFile::Written,
+            });
+            continue;
+        }
+        let file = vfs.open(path, OpenMode::ReadOnly)?;
         let scanned = scanner.scan_segment(file.as_ref(), path, id, is_last, visit)?;
         let (len, segment_tail) = scanned;
         debug_assert!(
@@ -268,6 +312,7 @@ fn scan_segments(
         tail,
         decided_by,
         cut,
+        distrusted,
     })
 }
 

@@ -81,6 +81,9 @@ pub struct RecoveryReport {
     /// Index files that agree with their sealed segments (FORMAT.md,
     /// "Index files").
     pub index_files: usize,
+    /// Of them, those a trusting Open took its segments from, their
+    /// records not read (`Tuning::open_trusts_index_files`).
+    pub index_files_trusted: usize,
     /// Index files that do not, each with why (damaged, of a segment since
     /// cut or gone, of the last segment, written to the wrong name):
     /// `Log::open` removes them; the segments are read instead.

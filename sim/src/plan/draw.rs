@@ -188,11 +188,14 @@ pub(super) fn draw_tuning(rng: &mut ChaCha8Rng, parts: Parts) -> (durlog::Tuning
         durlog::NextSegment::OnCall
     };
     let prepare_every = [1, 2, 5][((next_draw >> 8) % 3) as usize];
-    // Half the seeds write index files at the same points.
+    // Half the seeds write index files at the same points, and half of
+    // those open trusting them.
     tuning.index_files = match (next_draw >> 16) % 2 {
         0 => durlog::IndexFiles::OnCall,
         _ => durlog::IndexFiles::Off,
     };
+    tuning.open_trusts_index_files =
+        tuning.index_files == durlog::IndexFiles::OnCall && (next_draw >> 17).is_multiple_of(2);
     // The group window shrinks as segments do, so that recovery's rule
     // for a record beyond it decides on logs of a few KiB; half the seeds
     // keep the default. Recovery is told the same window.

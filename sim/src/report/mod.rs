@@ -106,8 +106,10 @@ impl Recovery {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Excuse {
-    /// An acknowledged record lost: a bit flipped at rest inside the log's
-    /// last record, which then looks exactly like a torn write of it.
+    /// Acknowledged records lost: a bit flipped at rest inside the log's
+    /// last record (or inside every record from the first lost one to the
+    /// last), which then looks exactly like a torn write of them: no valid
+    /// record follows the first damage to prove it was synced.
     LastRecordFlippedAtRest,
     /// Acknowledged records lost: a misdirected write landed on them, or
     /// took them elsewhere, and the bytes that proved it are gone (covered
@@ -148,10 +150,15 @@ pub enum Excuse {
     /// Open's read flipped the same bit back (its table kept, or a later
     /// read-only scan refusing the damage).
     FlippedBackOnOpen,
+    /// A trusting Open (`Tuning::open_trusts_index_files`) took a sealed
+    /// segment from its index file though a bit flipped at rest, or a
+    /// misdirected write, sits in its records: it does not read them, and
+    /// the read-only scan after it refuses the damage.
+    TrustedIndexOverDamage,
 }
 
 impl Excuse {
-    pub const ALL: [Excuse; 12] = [
+    pub const ALL: [Excuse; 13] = [
         Excuse::LastRecordFlippedAtRest,
         Excuse::MisdirectedCopyGone,
         Excuse::ReadOfDamagedRecord,
@@ -164,6 +171,7 @@ impl Excuse {
         Excuse::ScanFlippedOnRead,
         Excuse::ChangeFailedOnFault,
         Excuse::FlippedBackOnOpen,
+        Excuse::TrustedIndexOverDamage,
     ];
 
     /// What was accepted, and the fault and FORMAT.md rule that excuse it.
@@ -171,7 +179,7 @@ impl Excuse {
         match self {
             Excuse::LastRecordFlippedAtRest => (
                 "acked records lost",
-                "bit-flip-at-rest in the log's last record: nothing after it proves it was synced (FORMAT.md, What stays ambiguous)",
+                "bit-flip-at-rest in the log's last record, or in every record from the first lost one to the last: no valid record after the first damage proves it was synced (FORMAT.md, What stays ambiguous)",
             ),
             Excuse::MisdirectedCopyGone => (
                 "acked records lost",
@@ -216,6 +224,10 @@ impl Excuse {
             Excuse::FlippedBackOnOpen => (
                 "damage read back",
                 "bit-flip-at-rest in a file, flipped back by a bit-flip-on-read of the same bit while Open read it: Open took the bytes as written, a later read of the file sees the damage (FORMAT.md, Recovery; Stream metadata and consumer positions)",
+            ),
+            Excuse::TrustedIndexOverDamage => (
+                "damage not read",
+                "bit-flip-at-rest or misdirected-write in a sealed segment whose index file a trusting Open took: it reads no record of it, a later read or scan refuses the damage (FORMAT.md, Index files)",
             ),
         }
     }

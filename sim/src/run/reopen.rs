@@ -86,41 +86,61 @@ impl World<'_> {
 
     /// The rule that refused the log at `file` and `offset`, from a
     /// read-only check of the same directory, which must refuse it alike
-    /// (checked again while flipped reads keep it from deciding).
+    /// (checked again while flipped reads keep it from deciding). An Open
+    /// that trusts index files is checked as it reads, and then as a full
+    /// scan reads: a flip on its read of an index file has it read that
+    /// segment's records, and refuse their damage, where the trusting
+    /// check takes the index file.
     fn refusing_rule(&self, file: &std::path::Path, offset: u64) -> Result<durlog::Rule, String> {
+        type Check = fn(
+            &dyn durlog_vfs::Vfs,
+            &std::path::Path,
+            u64,
+        ) -> Result<durlog::RecoveryReport, durlog::Refusal>;
         let window = self.plan.tuning.group_bytes_max;
-        for _ in 0..OPEN_ATTEMPTS_MAX {
-            let mark = self.node.vfs.fault_log_len();
-            match recovery::check(&self.node.vfs, &self.node.dir, window) {
-                Err(durlog::Refusal {
-                    error:
-                        Error::Corrupt {
-                            file: again,
-                            offset: at,
-                            ..
-                        },
-                    rule: Some(rule),
-                }) if again == file && at == offset => return Ok(rule),
-                Err(durlog::Refusal {
-                    error: Error::Io(_),
-                    ..
-                }) if excuse::explains_io_error(&self.node.vfs.fault_log_since(mark)) => {}
-                // A bit flipped on read over a bit flipped at rest reads
-                // the byte as it was: this check saw no damage, or other
-                // damage, for the flips on its reads. Read again.
-                _ if self
-                    .node
-                    .vfs
-                    .fault_log_since(mark)
-                    .iter()
-                    .any(|fault| fault.kind == FaultKind::BitFlipOnRead) => {}
-                other => {
-                    return Err(format!(
-                        "Open refused {}:{offset}, but a read-only check of the same directory says {other:?}",
-                        file.display()
-                    ));
+        let checks: &[Check] = match self.plan.tuning.open_trusts_index_files {
+            true => &[recovery::check_trusting_index_files, recovery::check],
+            false => &[recovery::check],
+        };
+        'attempts: for _ in 0..OPEN_ATTEMPTS_MAX {
+            let mut differs = None;
+            for check in checks {
+                let mark = self.node.vfs.fault_log_len();
+                match check(&self.node.vfs, &self.node.dir, window) {
+                    Err(durlog::Refusal {
+                        error:
+                            Error::Corrupt {
+                                file: again,
+                                offset: at,
+                                ..
+                            },
+                        rule: Some(rule),
+                    }) if again == file && at == offset => return Ok(rule),
+                    Err(durlog::Refusal {
+                        error: Error::Io(_),
+                        ..
+                    }) if excuse::explains_io_error(&self.node.vfs.fault_log_since(mark)) => {
+                        continue 'attempts;
+                    }
+                    // A bit flipped on read over a bit flipped at rest reads
+                    // the byte as it was: this check saw no damage, or other
+                    // damage, for the flips on its reads. Read again.
+                    _ if self
+                        .node
+                        .vfs
+                        .fault_log_since(mark)
+                        .iter()
+                        .any(|fault| fault.kind == FaultKind::BitFlipOnRead) =>
+                    {
+                        continue 'attempts;
+                    }
+                    other => differs = Some(other),
                 }
             }
+            return Err(format!(
+                "Open refused {}:{offset}, but a read-only check of the same directory says {differs:?}",
+                file.display()
+            ));
         }
         Err(format!(
             "Open refused {}:{offset}; a read-only check never got past flipped reads",

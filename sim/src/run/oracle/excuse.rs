@@ -47,6 +47,24 @@ pub(crate) struct Evidence<'a> {
 }
 
 impl<'a> Evidence<'a> {
+    /// Whether `segment` has damage at rest (a bit flipped, a misdirected
+    /// write) and an index file beside it: a trusting Open took it from
+    /// that file without reading the damage.
+    pub(crate) fn damage_under_trusted_index(&self, segment: &Path) -> bool {
+        let damaged = self.damage.iter().any(|damage| {
+            damage.path == segment
+                && matches!(
+                    damage.kind,
+                    FaultKind::BitFlipAtRest | FaultKind::MisdirectedWrite
+                )
+        });
+        damaged
+            && self
+                .vfs
+                .file_contents(&segment.with_extension("idx"))
+                .is_some()
+    }
+
     /// Puts back in `bytes`, the file at `path`, each bit flipped at rest
     /// there that a read during the Open just done flipped back: the Open
     /// read those bytes as they were written (FORMAT.md, "Stream metadata
@@ -251,14 +269,18 @@ pub(crate) fn lost_records(
 ) -> Result<Excuse, String> {
     let placement = evidence.placement(model);
     let last = placement.of(acked);
-    let flipped = last.is_some_and(|last| {
-        evidence.damage.iter().any(|damage| {
-            damage.kind == FaultKind::BitFlipAtRest
-                && damage.path == last.file
-                && last.bytes().contains(&damage.offset)
+    let flipped = |seq| {
+        placement.of(seq).is_some_and(|placed| {
+            evidence.damage.iter().any(|damage| {
+                damage.kind == FaultKind::BitFlipAtRest
+                    && damage.path == placed.file
+                    && placed.bytes().contains(&damage.offset)
+            })
         })
-    });
-    if recovered + 1 == acked && flipped {
+    };
+    // The last record flipped, or every record from the first lost one
+    // on: no valid record follows the first damage to prove it synced.
+    if (recovered + 1..=acked).all(flipped) {
         return Ok(Excuse::LastRecordFlippedAtRest);
     }
     if let Some(first) = placement.of(recovered + 1)

@@ -399,6 +399,15 @@ impl Oracle {
                 self.excuse(Excuse::FlippedBackOnOpen, 1);
                 Ok(())
             }
+            Err(durlog::Refusal {
+                error: Error::Corrupt { file, .. },
+                ..
+            }) if log.recovery().index_files_trusted > 0
+                && evidence.damage_under_trusted_index(&file) =>
+            {
+                self.excuse(Excuse::TrustedIndexOverDamage, 1);
+                Ok(())
+            }
             Err(refusal) => Err(format!(
                 "after reopen the directory fails verification: {}",
                 refusal.error
