@@ -2,7 +2,11 @@
 //! logs of each `--events` count (10^6, 10^7, 10^8 by default) of
 //! one-event records, opened in a fresh process with the page cache
 //! emptied of the log's files first (cold) and then after a full read
-//! (warm), rounds alternating (results/scale.md).
+//! (warm), rounds alternating (results/scale.md). Each log is opened
+//! reading every record, then given its index files
+//! (`Log::write_index_files`) and opened trusting them
+//! (`Tuning::open_trusts_index_files`), the four kinds of open taken in
+//! turn within each round.
 //!
 //! "Cold" evicts each segment's pages with `posix_fadvise(DONTNEED)` after
 //! an `fdatasync`, which needs no privilege; the disk's own cache (of the
@@ -48,16 +52,33 @@ pub struct Opened {
     pub segments: usize,
 }
 
-/// The child's side: evict the log's pages if `cold`, then open it and
+/// How a child opens the log.
+#[derive(Clone, Copy, Debug)]
+pub struct Open {
+    /// The log's pages evicted first.
+    pub cold: bool,
+    /// Trusting its index files.
+    pub trust: bool,
+}
+
+/// The child's side: evict the log's pages if cold, then open it and
 /// report time and memory. The log stays open until RSS is read.
-pub fn child(dir: &Path, shape: Shape, cold: bool) -> Result<Opened> {
-    if cold {
+pub fn child(dir: &Path, shape: Shape, open: Open) -> Result<Opened> {
+    if open.cold {
         evict(dir)?;
     }
+    let tuning = durlog::Tuning::default().with(|tuning| {
+        tuning.open_trusts_index_files = open.trust;
+    });
     let rss_before_kib = engine::rss_kib()?;
     let start = Instant::now();
-    let log = durlog::Log::open(dir, durlog::Options::default())
-        .with_context(|| format!("opening {}", dir.display()))?;
+    let log = durlog::Log::open_tuned(
+        durlog::vfs::PosixVfs,
+        dir,
+        durlog::Options::default(),
+        tuning,
+    )
+    .with_context(|| format!("opening {}", dir.display()))?;
     let seconds = start.elapsed().as_secs_f64();
     let rss_after_kib = engine::rss_kib()?;
     let report = log.recovery().clone();
@@ -68,9 +89,16 @@ pub fn child(dir: &Path, shape: Shape, cold: bool) -> Result<Opened> {
         report.records,
         shape.events
     );
+    let sealed = report.segments.saturating_sub(1);
+    ensure!(
+        !open.trust || report.index_files_trusted == sealed,
+        "a trusting open of {} took {} of {sealed} sealed segments from index files",
+        dir.display(),
+        report.index_files_trusted
+    );
     drop(log);
     Ok(Opened {
-        cold,
+        cold: open.cold,
         seconds,
         rss_before_kib,
         rss_after_kib,
@@ -97,7 +125,7 @@ fn evict(dir: &Path) -> Result<()> {
 }
 
 /// Runs the child for `dir` and parses what it measured.
-fn open_in_child(dir: &Path, shape: Shape, cold: bool) -> Result<Opened> {
+fn open_in_child(dir: &Path, shape: Shape, open: Open) -> Result<Opened> {
     let mut command = Command::new(std::env::current_exe()?);
     command
         .arg("scale-child")
@@ -107,8 +135,11 @@ fn open_in_child(dir: &Path, shape: Shape, cold: bool) -> Result<Opened> {
         .arg(shape.events.to_string())
         .arg("--sizes")
         .arg(shape.data_bytes.to_string());
-    if cold {
+    if open.cold {
         command.arg("--cold");
+    }
+    if open.trust {
+        command.arg("--trust");
     }
     let output = command.output()?;
     if !output.status.success() {
@@ -120,9 +151,11 @@ fn open_in_child(dir: &Path, shape: Shape, cold: bool) -> Result<Opened> {
     serde_json::from_slice(&output.stdout).context("scale-child output")
 }
 
-/// Generates each log in turn under `data`, measures `rounds` cold and
-/// warm opens of it (alternating), removes it unless `keep` (for opening
-/// it again with `scale-child`), and returns the table.
+/// Generates each log in turn under `data`, gives it its index files,
+/// measures `rounds` rounds of cold and warm opens, each reading every
+/// record and trusting the index files (all four in turn each round),
+/// removes it unless `keep` (for opening it again with `scale-child`),
+/// and returns the table.
 pub fn run(
     data: &Path,
     counts: &[u64],
@@ -131,7 +164,7 @@ pub fn run(
     keep: bool,
 ) -> Result<String> {
     let mut table = String::from(
-        "| events | log bytes | segments | open cold s (min-max) | open warm s (min-max) | RSS after open MiB | bytes/event |\n|---|---|---|---|---|---|---|\n",
+        "| events | log bytes | segments | index bytes | index files written s | open cold s, every record (min-max) | open warm s, every record | open cold s, trusting index files | open warm s, trusting index files | RSS after open MiB (every record / trusting) | bytes/event |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for &events in counts {
         let dir = data.join(format!("scale-{events}"));
@@ -142,21 +175,25 @@ pub fn run(
             "scale: wrote {events} records, {bytes} bytes in {:.1} s",
             started.elapsed().as_secs_f64()
         );
-        let outcome = measure(&dir, shape, rounds);
+        let outcome = index(&dir).and_then(|indexed| Ok((indexed, measure(&dir, shape, rounds)?)));
         if !keep {
             let _ = std::fs::remove_dir_all(&dir);
         }
-        let (cold, warm) = outcome?;
+        let ((index_bytes, index_seconds), [cold, warm, cold_trusting, warm_trusting]) = outcome?;
         let last = warm.last().expect("rounds >= 1");
-        let grown_kib = last.rss_after_kib.saturating_sub(last.rss_before_kib);
+        let grown = |opened: &Opened| opened.rss_after_kib.saturating_sub(opened.rss_before_kib);
+        let trusting = warm_trusting.last().expect("rounds >= 1");
         let row = format!(
-            "| {events} | {} | {} | {} | {} | {:.1} | {:.1} |",
+            "| {events} | {} | {} | {index_bytes} | {index_seconds:.1} | {} | {} | {} | {} | {:.1} / {:.1} | {:.1} |",
             last.record_bytes,
             last.segments,
             spread(&cold),
             spread(&warm),
-            grown_kib as f64 / 1024.0,
-            (grown_kib * 1024) as f64 / events as f64,
+            spread(&cold_trusting),
+            spread(&warm_trusting),
+            grown(last) as f64 / 1024.0,
+            grown(trusting) as f64 / 1024.0,
+            (grown(last) * 1024) as f64 / events as f64,
         );
         eprintln!("scale: {row}");
         writeln!(table, "{row}")?;
@@ -164,19 +201,52 @@ pub fn run(
     Ok(table)
 }
 
-fn measure(dir: &Path, shape: Shape, rounds: usize) -> Result<(Vec<Opened>, Vec<Opened>)> {
-    let (mut cold, mut warm) = (Vec::new(), Vec::new());
+/// Writes the index files of the log in `dir`: their bytes, and the
+/// seconds it took.
+fn index(dir: &Path) -> Result<(u64, f64)> {
+    let tuning = durlog::Tuning::default().with(|tuning| {
+        tuning.index_files = durlog::IndexFiles::OnCall;
+    });
+    let log = durlog::Log::open_tuned(
+        durlog::vfs::PosixVfs,
+        dir,
+        durlog::Options::default(),
+        tuning,
+    )?;
+    let started = Instant::now();
+    let written = log.write_index_files()?;
+    let seconds = started.elapsed().as_secs_f64();
+    drop(log);
+    let mut bytes = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.path().extension().is_some_and(|ext| ext == "idx") {
+            bytes += entry.metadata()?.len();
+        }
+    }
+    eprintln!("scale: {written} index files, {bytes} bytes, in {seconds:.1} s");
+    Ok((bytes, seconds))
+}
+
+/// `rounds` rounds of the four opens, in turn: cold and warm, reading
+/// every record; cold and warm, trusting the index files.
+fn measure(dir: &Path, shape: Shape, rounds: usize) -> Result<[Vec<Opened>; 4]> {
+    let opens = [(true, false), (false, false), (true, true), (false, true)];
+    let mut measured: [Vec<Opened>; 4] = Default::default();
     for round in 0..rounds {
-        cold.push(open_in_child(dir, shape, true)?);
-        warm.push(open_in_child(dir, shape, false)?);
+        for (kind, &(cold, trust)) in opens.iter().enumerate() {
+            measured[kind].push(open_in_child(dir, shape, Open { cold, trust })?);
+        }
+        let seconds: Vec<String> = (measured.iter())
+            .map(|kind| format!("{:.2}", kind[round].seconds))
+            .collect();
         eprintln!(
-            "scale: {} events, round {round}: cold {:.2} s, warm {:.2} s",
+            "scale: {} events, round {round}: every record cold/warm, trusting cold/warm: {} s",
             shape.events,
-            cold[round].seconds,
-            warm[round].seconds
+            seconds.join(" / ")
         );
     }
-    Ok((cold, warm))
+    Ok(measured)
 }
 
 /// "median (min-max)" of the rounds' open times.

@@ -17,7 +17,7 @@ use std::io;
 use durlog_vfs::{OpenMode, read_exact_at};
 
 use crate::error::Error;
-use crate::format::SegmentIndex;
+use crate::format::{IndexFileError, SegmentIndex};
 use crate::segment::IndexFile;
 
 use super::settings::IndexFiles;
@@ -85,7 +85,11 @@ impl Log {
             Err(_) if !self.still_sealed(segment) => return Ok(false),
             Err(error) => return Err(Error::Io(error)),
         };
-        let index = match SegmentIndex::of_segment(segment.first_seq, &bytes) {
+        // Bytes that check out but are not the records the log holds (a
+        // fault put other valid records there) are refused alike.
+        let index = match SegmentIndex::of_segment(segment.first_seq, &bytes)
+            .and_then(|index| self.acknowledged(segment, index))
+        {
             Ok(index) => index,
             Err(error) => {
                 durlog_vfs::mark!("index files: a sealed segment read back is refused");
@@ -103,11 +107,6 @@ impl Log {
         if !self.still_sealed(segment) {
             return Ok(false);
         }
-        debug_assert_eq!(
-            index.offsets,
-            lock(&self.shared).state.segment(segment.id).offsets,
-            "an index file agrees with the records the log acknowledged"
-        );
         let encoded = index.encode();
         debug_assert_eq!(SegmentIndex::decode(&encoded).as_ref(), Ok(&index));
         let path = self.settings.index_path(segment.first_seq);
@@ -121,6 +120,23 @@ impl Log {
         self.set_index_file(segment.id, IndexFile::Written);
         lock(&self.shared).stats.index_files_written += 1;
         Ok(true)
+    }
+
+    /// `index` if its records start where the log's acknowledged records
+    /// of `segment` do.
+    fn acknowledged(
+        &self,
+        segment: &Unindexed,
+        index: SegmentIndex,
+    ) -> Result<SegmentIndex, IndexFileError> {
+        let shared = lock(&self.shared);
+        match shared.state.find_segment(segment.id) {
+            Some(kept) if kept.offsets != index.offsets => Err(IndexFileError {
+                offset: 0,
+                reason: "its records are not where the log's acknowledged ones start".into(),
+            }),
+            _ => Ok(index),
+        }
     }
 
     /// True if the log still holds `segment` sealed, at the length its
