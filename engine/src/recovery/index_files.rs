@@ -4,7 +4,6 @@
 //! file changes what the scan found: the segments are the truth, and this
 //! only decides which index files agree with them.
 
-use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -18,54 +17,46 @@ use crate::segment::{IndexFile, SegmentMeta};
 use super::Scanner;
 use super::reread::{Read, read_until_two_agree};
 
-/// The index files an Open trusts, by their segments' first seqs.
-pub(super) type Trusted = BTreeMap<u64, SegmentIndex>;
-
-/// The index files among `found` that agree with their sealed segments
-/// in `kept` (every segment but the last) by what can be known without
-/// reading the records: the file decodes, and names its segment's first
-/// seq, its length on disk and the CRC field of its last record. The
-/// scan then takes these segments from them (`Scanner::take_index`). A
-/// file that does not agree is read again until two reads do (one flaky
-/// read must not decide which segments Open reads).
+/// The index file at `path` of the sealed segment `segment` (whose first
+/// seq is `first_seq`), if it agrees with the segment by what can be
+/// known without reading its records: the file decodes, and names the
+/// segment's first seq, its length on disk and the CRC field of its last
+/// record. The scan then takes the segment from it
+/// (`Scanner::take_index`). A file that does not agree is read again
+/// until two reads do (one flaky read must not decide which segments
+/// Open reads).
 pub(super) fn trusted(
     vfs: &dyn Vfs,
-    found: &[(u64, PathBuf)],
-    kept: &[(u64, PathBuf)],
-) -> Result<Trusted, Error> {
-    let mut trusted = Trusted::new();
-    let sealed = &kept[..kept.len().saturating_sub(1)];
-    for (first_seq, path) in found {
-        let Ok(at) = sealed.binary_search_by_key(first_seq, |(seq, _)| *seq) else {
-            continue;
+    path: &Path,
+    segment: &Path,
+    first_seq: u64,
+) -> Result<Option<SegmentIndex>, Error> {
+    let segment = vfs.open(segment, OpenMode::ReadOnly)?;
+    let len = segment.len()?;
+    let read = read_until_two_agree(path, None, |_| {
+        let Some(bytes) = read_index_file(vfs, path, len)? else {
+            return Ok(Read::Suspect(None));
         };
-        let segment = vfs.open(&sealed[at].1, OpenMode::ReadOnly)?;
-        let len = segment.len()?;
-        let read = read_until_two_agree(path, None, |_| {
-            let Some(bytes) = read_index_file(vfs, path, len)? else {
-                return Ok(Read::Suspect(None));
-            };
-            let Ok(index) = SegmentIndex::decode(&bytes) else {
-                return Ok(Read::Suspect(Some(bytes)));
-            };
-            let Some(&last) = index.offsets.last() else {
-                return Ok(Read::Suspect(Some(bytes)));
-            };
-            let mut header = [0; HEADER_SIZE];
-            read_exact_at(segment.as_ref(), &mut header, u64::from(last))?;
-            let agrees = index.first_seq == *first_seq
-                && index.segment_len == len
-                && Header::from_bytes(&header).crc == index.last_record_crc;
-            Ok(match agrees {
-                true => Read::Accepted(index),
-                false => Read::Suspect(Some(bytes)),
-            })
-        })?;
-        if let Read::Accepted(index) = read {
-            trusted.insert(*first_seq, index);
-        }
-    }
-    Ok(trusted)
+        let Ok(index) = SegmentIndex::decode(&bytes) else {
+            return Ok(Read::Suspect(Some(bytes)));
+        };
+        let Some(&last) = index.offsets.last() else {
+            return Ok(Read::Suspect(Some(bytes)));
+        };
+        let mut header = [0; HEADER_SIZE];
+        read_exact_at(segment.as_ref(), &mut header, u64::from(last))?;
+        let agrees = index.first_seq == first_seq
+            && index.segment_len == len
+            && Header::from_bytes(&header).crc == index.last_record_crc;
+        Ok(match agrees {
+            true => Read::Accepted(index),
+            false => Read::Suspect(Some(bytes)),
+        })
+    })?;
+    Ok(match read {
+        Read::Accepted(index) => Some(index),
+        Read::Suspect(_) => None,
+    })
 }
 
 impl Scanner {

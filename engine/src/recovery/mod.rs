@@ -177,9 +177,9 @@ pub(crate) fn scan(
         offsets: Vec::new(),
     };
     // A truncation under way reads every segment: it may end in any.
-    let trusted = match trust_index_files && state.truncate_after.is_none() {
-        true => index_files::trusted(vfs, &index_files, &sorted.kept)?,
-        false => Default::default(),
+    let trusted: &[(u64, PathBuf)] = match trust_index_files && state.truncate_after.is_none() {
+        true => &index_files,
+        false => &[],
     };
     let ScannedSegments {
         mut segments,
@@ -187,12 +187,12 @@ pub(crate) fn scan(
         decided_by,
         cut,
         distrusted,
-    } = scan_segments(vfs, &sorted.kept, &trusted, &mut scanner, visit)?;
+        trusted,
+    } = scan_segments(vfs, &sorted.kept, trusted, &mut scanner, visit)?;
     // A truncation under way ends in the last segment kept (the ones it
     // removes are not in `segments`), whose index file goes with the cut.
     let stale_index_files =
         index_files::check_index_files(vfs, &index_files, &mut segments, &distrusted)?;
-    let distrusted_count = distrusted.len();
     debug_assert_eq!(
         segments.iter().map(|segment| segment.len).sum::<u64>(),
         scanner.record_bytes,
@@ -215,7 +215,7 @@ pub(crate) fn scan(
             .filter(|segment| segment.index_file == IndexFile::Written)
             .count(),
         stale_index_files,
-        index_files_trusted: trusted.len() - distrusted_count,
+        index_files_trusted: trusted,
     };
     Ok(Scanned {
         segments,
@@ -246,20 +246,22 @@ struct ScannedSegments {
     /// Segments (by first seq) whose trusted index file did not continue
     /// the streams' versions: read instead, and the file is stale.
     distrusted: Vec<u64>,
+    /// Segments taken from their index files.
+    trusted: usize,
 }
 
 /// Scans the segments `kept` in order with `scanner`.
 fn scan_segments(
     vfs: &dyn Vfs,
     kept: &[(u64, PathBuf)],
-    trusted: &index_files::Trusted,
+    trusted: &[(u64, PathBuf)],
     scanner: &mut Scanner,
     visit: &mut dyn FnMut(&RecordInfo<'_>),
 ) -> Result<ScannedSegments, Refusal> {
     let mut segments = Vec::with_capacity(kept.len());
     let mut tail = (Tail::Clean, None);
     let mut cut = None;
-    let mut distrusted = Vec::new();
+    let (mut distrusted, mut taken) = (Vec::new(), 0);
     for (position, (first_seq, path)) in kept.iter().enumerate() {
         let is_last = position + 1 == kept.len();
         if *first_seq != scanner.next_seq {
@@ -267,19 +269,31 @@ fn scan_segments(
             return Err(corrupt(Rule::Structure, path, 0, reason));
         }
         let id = position as u32;
-        let index = trusted.get(first_seq);
-        if index.is_some_and(|index| !scanner.take_index(index, id)) {
+        // Each index file is read as its segment comes, and dropped once
+        // taken: a log's index files are never all in memory at once.
+        let index_file = (trusted
+            .binary_search_by_key(first_seq, |(seq, _)| *seq)
+            .ok())
+        .filter(|_| !is_last)
+        .map(|at| &trusted[at].1);
+        let index = match index_file {
+            Some(index_file) => index_files::trusted(vfs, index_file, path, *first_seq)?,
+            None => None,
+        };
+        if let Some(index) = index {
+            if scanner.take_index(&index, id) {
+                taken += 1;
+                segments.push(SegmentMeta {
+                    id,
+                    first_seq: *first_seq,
+                    path: path.clone(),
+                    len: index.segment_len,
+                    offsets: index.offsets,
+                    index_file: IndexFile::Written,
+                });
+                continue;
+            }
             distrusted.push(*first_seq);
-        } else if let Some(index) = index {
-            segments.push(SegmentMeta {
-                id,
-                first_seq: *first_seq,
-                path: path.clone(),
-                len: index.segment_len,
-                offsets: index.offsets.clone(),
-                index_file: IndexFile::Written,
-            });
-            continue;
         }
         let file = vfs.open(path, OpenMode::ReadOnly)?;
         let scanned = scanner.scan_segment(file.as_ref(), path, id, is_last, visit)?;
@@ -313,6 +327,7 @@ fn scan_segments(
         decided_by,
         cut,
         distrusted,
+        trusted: taken,
     })
 }
 
