@@ -10,7 +10,7 @@
 //!
 //! | rule | the bytes at and after the damage | decision |
 //! |---|---|---|
-//! | [`Rule::Sealed`] | the damage is in a segment a later one follows | refuse |
+//! | [`Rule::Sealed`] | the damage is in a segment a later one follows, or in a record a truncation under way keeps | refuse |
 //! | [`Rule::ZeroTail`] | zeros only, to the end of the file | end of the log |
 //! | [`Rule::SeqAtDamage`] | a record at `d` (valid, or its header alone) with a seq above `e` | refuse (misplaced) |
 //! | [`Rule::BeyondGroup`] | a valid later record ends past the group window | refuse (synced damage) |
@@ -201,6 +201,21 @@ impl Scanner {
                 offset,
                 format!(
                     "{defect} (in a sealed segment: acknowledged data is damaged; restore the file from a replica or backup)"
+                ),
+            ));
+        }
+        // A truncation is decided only below the last acknowledged seq:
+        // the records it keeps were synced, and their damage is never a
+        // torn tail, though the segment it cuts has become the last (its
+        // damage unread until now by an Open that trusted its index file).
+        if self.stop_after != u64::MAX && self.next_seq <= self.stop_after {
+            return Err(corrupt(
+                Rule::Sealed,
+                path,
+                offset,
+                format!(
+                    "{defect} (seq {} is kept by the truncation under way, which only acknowledged records precede: acknowledged data is damaged; restore the file from a replica or backup)",
+                    self.next_seq
                 ),
             ));
         }

@@ -404,8 +404,8 @@ impl fmt::Display for Defect {
 struct Scanner {
     index: Index,
     next_seq: u64,
-    /// The last seq of a truncation under way: records after it are not
-    /// the log's, and the scan stops there.
+    /// The last seq of a truncation under way (`u64::MAX`: none): records
+    /// after it are not the log's, and the scan stops there.
     stop_after: u64,
     records: u64,
     record_bytes: u64,
