@@ -11,9 +11,9 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use common::{clock, event};
+use common::{clock, crash_only_disk, event};
 use durlog::format::{SegmentIndex, parse_index_file_name, parse_segment_name};
-use durlog::vfs::{FaultConfig, FaultKind, SimVfs};
+use durlog::vfs::SimVfs;
 use durlog::{Commit, Event, Expected, IndexFiles, Log, NextSegment, Tuning};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -313,15 +313,7 @@ fn a_power_loss_while_index_files_are_written_leaves_only_agreeing_ones() {
     let mut states = 0;
     for seed in 0..4u64 {
         let setup = || {
-            let vfs = SimVfs::with_faults(
-                seed,
-                FaultConfig::only(&[
-                    FaultKind::LostUnsyncedPages,
-                    FaultKind::TornWrite,
-                    FaultKind::LostDirEntry,
-                    FaultKind::UnsyncedSizeChange,
-                ]),
-            );
+            let vfs = crash_only_disk(seed);
             let log = open(&vfs);
             append_random(&log, &mut ChaCha8Rng::seed_from_u64(seed), 30);
             let records = everything(&log);

@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering}
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use common::{TEST_LIMIT, clock, event, within};
-use durlog::vfs::{FaultConfig, FaultKind, SimVfs};
+use common::{TEST_LIMIT, clock, crash_only_disk, event, within};
+use durlog::vfs::SimVfs;
 use durlog::{Commit, Error, Event, Expected, Log, Options, Retention};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -259,15 +259,7 @@ enum Step {
 /// with every record synced: the state a crash test starts from.
 fn crash_setup(seed: u64, purge_first: bool) -> (SimVfs, View, Vec<u64>) {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let vfs = SimVfs::with_faults(
-        seed,
-        FaultConfig::only(&[
-            FaultKind::LostUnsyncedPages,
-            FaultKind::TornWrite,
-            FaultKind::LostDirEntry,
-            FaultKind::UnsyncedSizeChange,
-        ]),
-    );
+    let vfs = crash_only_disk(seed);
     let log = open(&vfs, 400);
     append_random(&log, &mut rng, 40);
     if purge_first {

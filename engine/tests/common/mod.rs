@@ -156,6 +156,21 @@ pub fn event(event_type: &str, data: &[u8]) -> Event {
     Event::new(event_type, data.to_vec())
 }
 
+/// A simulated disk whose only faults are what a power loss does: lose
+/// unsynced pages, tear the write under way, undo an unsynced directory
+/// entry or size change. The disk of the tests that crash at every step.
+pub fn crash_only_disk(seed: u64) -> SimVfs {
+    SimVfs::with_faults(
+        seed,
+        durlog::vfs::FaultConfig::only(&[
+            durlog::vfs::FaultKind::LostUnsyncedPages,
+            durlog::vfs::FaultKind::TornWrite,
+            durlog::vfs::FaultKind::LostDirEntry,
+            durlog::vfs::FaultKind::UnsyncedSizeChange,
+        ]),
+    )
+}
+
 /// A fixed clock, so records are byte-for-byte predictable.
 pub fn clock(at: i64) -> Options {
     Options {
