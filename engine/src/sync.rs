@@ -1,7 +1,7 @@
 //! Every lock, condition variable, atomic and thread the engine uses, from
 //! one place: std's, or under the `shuttle` feature shuttle's, whose
 //! schedulers then run the real group commit, preparer, purges and
-//! subscribers through chosen interleavings (`engine/tests/shuttle.rs`).
+//! subscribers through chosen interleavings (`engine/tests/shuttle/`).
 //!
 //! The mutexes carry their rank in the lock order (the comment above
 //! `struct Log` in log/mod.rs states it): in debug builds, taking a lock
