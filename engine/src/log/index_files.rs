@@ -157,8 +157,9 @@ impl Log {
         }
     }
 
-    /// The index files of the segments `count` first, for a purge or a
-    /// truncation to remove with them (with `index_files` held).
+    /// The index files on disk of the segments at `segments` (places in
+    /// the log's list), for a purge or a truncation to remove with them
+    /// (with `index_files` held).
     pub(super) fn index_files_of(
         &self,
         segments: std::ops::Range<usize>,
