@@ -23,9 +23,9 @@ fn create(path: &Path) -> Box<dyn VfsFile> {
 }
 
 /// Asserts `error` is of `kind` and its message names `what` and `path`.
-fn assert_names(error: &io::Error, kind: io::ErrorKind, what: &str, path: &Path) {
+fn assert_names(error: &io::Error, kinds: &[io::ErrorKind], what: &str, path: &Path) {
     let message = error.to_string();
-    assert_eq!(error.kind(), kind, "{message}");
+    assert!(kinds.contains(&error.kind()), "one of {kinds:?}: {message}");
     assert!(
         message.starts_with(&format!("{what} {}: ", path.display())),
         "the message names the call and the file: {message}"
@@ -45,7 +45,7 @@ fn check_write_on_a_full_fs(fs: &SmallFs, room_bytes: u64, short_write: bool) {
     let error = file
         .write_at(&data, 0)
         .expect_err("a 256 KiB write into less room must fail");
-    assert_names(&error, io::ErrorKind::StorageFull, "write", &path);
+    assert_names(&error, &[io::ErrorKind::StorageFull], "write", &path);
     let written = file.len().expect("stat");
     assert!(
         written <= room_bytes,
@@ -99,7 +99,9 @@ fn write_at_on_a_full_ext4_fails_naming_the_file() {
 
 /// On a thin device every write is taken into the page cache and the
 /// device refuses the blocks at writeback: the ENOSPC comes from
-/// `fdatasync`, which must report it rather than succeed.
+/// `fdatasync`, which must report it rather than succeed. It may come as
+/// EIO (one CI run saw it where every other run saw ENOSPC: the engine's
+/// `a_late_enospc_from_fdatasync` test says why); either is a failed sync.
 #[test]
 fn sync_data_on_a_full_thin_device_fails_naming_the_file() {
     let kind = Ext4::ThinNoJournal {
@@ -118,7 +120,15 @@ fn sync_data_on_a_full_thin_device_fails_naming_the_file() {
         file.sync_data().err().map(|error| (at, error))
     });
     let (at, error) = failed.expect("fdatasync fails once the device is full (16 MiB written)");
-    assert_names(&error, io::ErrorKind::StorageFull, "fdatasync", &path);
+    // EIO has no stable `ErrorKind` of its own: its kind is the one that
+    // `from_raw_os_error` gives it (5: Linux's EIO; no libc here).
+    let eio = io::Error::from_raw_os_error(5).kind();
+    assert_names(
+        &error,
+        &[io::ErrorKind::StorageFull, eio],
+        "fdatasync",
+        &path,
+    );
     eprintln!("fdatasync on a full thin device, block {at}: {error}");
 }
 
