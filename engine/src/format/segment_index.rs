@@ -42,7 +42,7 @@ pub const INDEX_FILE_SUFFIX: &str = ".idx";
 
 /// The index file of the segment whose first record is `first_seq`.
 pub fn index_file_name(first_seq: u64) -> String {
-    format!("{first_seq:020}{INDEX_FILE_SUFFIX}")
+    super::file_names::file_name(first_seq, INDEX_FILE_SUFFIX)
 }
 
 /// The first seq of the segment an index file's name names, if `name` is

@@ -7,6 +7,7 @@
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use durlog_vfs::{SimVfs, Vfs};
 
@@ -421,7 +422,9 @@ pub struct Copied {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Placed {
     pub seq: u64,
-    pub file: PathBuf,
+    /// Shared by the records of one segment: a placement is made for every
+    /// read the oracle excuses, and a path per record was most of its cost.
+    pub file: Arc<Path>,
     pub offset: u64,
     pub len: u64,
 }
@@ -452,19 +455,24 @@ impl Placement {
         firsts.sort_unstable();
         let mut records = Vec::new();
         let mut offset = 0;
-        let mut current = None;
+        let mut current: Option<(u64, Arc<Path>)> = None;
         for (seq, bytes) in model.encoded_records() {
             let Some(&first) = firsts.iter().rev().find(|&&first| first <= seq) else {
                 continue;
             };
-            if current != Some(first) {
-                current = Some(first);
-                offset = 0;
-            }
+            let file = match &current {
+                Some((current_first, file)) if *current_first == first => Arc::clone(file),
+                _ => {
+                    let file: Arc<Path> = Arc::from(dir.join(format!("{first:020}.log")));
+                    current = Some((first, Arc::clone(&file)));
+                    offset = 0;
+                    file
+                }
+            };
             let len = bytes.len() as u64;
             records.push(Placed {
                 seq,
-                file: dir.join(format!("{first:020}.log")),
+                file,
                 offset,
                 len,
             });
@@ -477,7 +485,7 @@ impl Placement {
     pub fn at(&self, file: &Path, offset: u64) -> Option<&Placed> {
         self.records
             .iter()
-            .find(|placed| placed.file == file && placed.offset == offset)
+            .find(|placed| *placed.file == *file && placed.offset == offset)
     }
 
     /// The record with seq `seq`.
@@ -489,7 +497,7 @@ impl Placement {
     pub fn end_in(&self, file: &Path) -> u64 {
         self.records
             .iter()
-            .filter(|placed| placed.file == file)
+            .filter(|placed| *placed.file == *file)
             .map(|placed| placed.offset + placed.len)
             .max()
             .unwrap_or(0)

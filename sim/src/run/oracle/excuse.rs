@@ -5,6 +5,7 @@
 //! rule that makes the outcome unavoidable. Whatever no excuse covers is a
 //! violation.
 
+use std::cell::OnceCell;
 use std::ops::Range;
 use std::path::Path;
 
@@ -27,8 +28,10 @@ pub(crate) struct Evidence<'a> {
     pub(crate) vfs: &'a SimVfs,
     pub(crate) dir: &'a Path,
     /// Damage in this log's directory; damage to the logs a run left
-    /// behind excuses nothing here.
-    pub(crate) damage: Vec<Damage>,
+    /// behind excuses nothing here. Taken from the disk when first asked
+    /// for (`damage()`): most calls judged need no excuse, and copying the
+    /// disk's list at each was 2% of a run's instructions.
+    damage: OnceCell<Vec<Damage>>,
     /// The files a misdirected write hit, as recovery was about to read
     /// them (set by the runner for a reopen).
     pub(crate) before_open: Vec<(std::path::PathBuf, Vec<u8>)>,
@@ -38,7 +41,8 @@ pub(crate) struct Evidence<'a> {
     /// Where a duplicated write put a copy of a write over zeros: the only
     /// bytes past the last record a segment may hold but zeros (the copy
     /// is garbage, not damage; recovery truncates it as a repeated record).
-    pub(crate) copies: Vec<Copied>,
+    /// Taken when first asked for, as `damage` is (`copies()`).
+    copies: OnceCell<Vec<Copied>>,
     /// Index files a failed `write_index_files` of this life may have
     /// left half written (its write and then its removal failed): Open
     /// removes them, and until then their bytes prove nothing (set by the
@@ -51,7 +55,7 @@ impl<'a> Evidence<'a> {
     /// write) and an index file beside it: a trusting Open took it from
     /// that file without reading the damage.
     pub(crate) fn damage_under_trusted_index(&self, segment: &Path) -> bool {
-        let damaged = self.damage.iter().any(|damage| {
+        let damaged = self.damage().iter().any(|damage| {
             damage.path == segment
                 && matches!(
                     damage.kind,
@@ -84,7 +88,7 @@ impl<'a> Evidence<'a> {
     /// The bits flipped at rest in the file at `path` that a read during
     /// the Open just done flipped back.
     pub(crate) fn flips_read_back(&self, path: &Path) -> impl Iterator<Item = &Damage> {
-        self.damage.iter().filter(move |damage| {
+        self.damage().iter().filter(move |damage| {
             damage.kind == FaultKind::BitFlipAtRest
                 && damage.path == path
                 && self.open_faults.iter().any(|fault| {
@@ -97,25 +101,38 @@ impl<'a> Evidence<'a> {
     }
 
     pub(crate) fn new(vfs: &'a SimVfs, dir: &'a Path) -> Evidence<'a> {
-        let mut damage = vfs.damage();
-        damage.retain(|damage| damage.path.starts_with(dir));
-        let copies = (vfs.duplicated_writes().into_iter())
-            .filter(|copy| copy.path.starts_with(dir))
-            .map(|copy| Copied {
-                bytes: copy.offset..copy.offset + copy.len,
-                from: copy.intended_offset.unwrap_or(copy.offset),
-                file: copy.path,
-            })
-            .collect();
         Evidence {
             vfs,
             dir,
-            damage,
+            damage: OnceCell::new(),
             before_open: Vec::new(),
             open_faults: Vec::new(),
-            copies,
+            copies: OnceCell::new(),
             unsure_index_files: Vec::new(),
         }
+    }
+
+    /// The damage the disk did in this log's directory so far.
+    pub(crate) fn damage(&self) -> &[Damage] {
+        self.damage.get_or_init(|| {
+            let mut damage = self.vfs.damage();
+            damage.retain(|damage| damage.path.starts_with(self.dir));
+            damage
+        })
+    }
+
+    /// Where duplicated writes in this log's directory put their copies.
+    pub(crate) fn copies(&self) -> &[Copied] {
+        self.copies.get_or_init(|| {
+            (self.vfs.duplicated_writes().into_iter())
+                .filter(|copy| copy.path.starts_with(self.dir))
+                .map(|copy| Copied {
+                    bytes: copy.offset..copy.offset + copy.len,
+                    from: copy.intended_offset.unwrap_or(copy.offset),
+                    file: copy.path,
+                })
+                .collect()
+        })
     }
 
     /// Whether a header at `offset` of `file` is a duplicated write's copy
@@ -126,7 +143,7 @@ impl<'a> Evidence<'a> {
     /// older, seq.
     fn copied_mid_record(&self, file: &Path, offset: u64, placement: &Placement) -> bool {
         let seq_field = offset + SEQ_FIELD.start;
-        self.copies.iter().any(|copy| {
+        self.copies().iter().any(|copy| {
             copy.file == file
                 && copy.bytes.contains(&offset)
                 && copy.bytes.contains(&seq_field)
@@ -140,7 +157,7 @@ impl<'a> Evidence<'a> {
     /// bit there, or a misdirected write that landed there or left there
     /// the bytes it was meant to write.
     fn damage_within(&self, file: &Path, bytes: &Range<u64>) -> Option<&Damage> {
-        self.damage.iter().find(|damage| {
+        self.damage().iter().find(|damage| {
             let landed = damage.offset..damage.offset + damage.len;
             let missed = damage
                 .intended_offset
@@ -210,7 +227,7 @@ pub(crate) fn failed_read(
         "a read refused seq {} at {}:{offset} ({error}) but no fault touched its bytes (damage {:?}, read faults {faults:?})",
         record.seq,
         file.display(),
-        evidence.damage
+        evidence.damage()
     ))
 }
 
@@ -251,7 +268,7 @@ pub(crate) fn refusal(
         None => Err(format!(
             "Open refused {}:{offset} by rule {rule:?} but no damage touched bytes {bytes:?} there (damage: {:?})",
             file.display(),
-            evidence.damage
+            evidence.damage()
         )),
     }
 }
@@ -271,9 +288,9 @@ pub(crate) fn lost_records(
     let last = placement.of(acked);
     let flipped = |seq| {
         placement.of(seq).is_some_and(|placed| {
-            evidence.damage.iter().any(|damage| {
+            evidence.damage().iter().any(|damage| {
                 damage.kind == FaultKind::BitFlipAtRest
-                    && damage.path == placed.file
+                    && *damage.path == *placed.file
                     && placed.bytes().contains(&damage.offset)
             })
         })
@@ -291,7 +308,7 @@ pub(crate) fn lost_records(
     Err(format!(
         "acknowledged records {}..={acked} were lost; only a bit flipped at rest in the last record, or a misdirected write whose copy is gone, can excuse a loss (last record at {last:?}, damage: {:?})",
         recovered + 1,
-        evidence.damage
+        evidence.damage()
     ))
 }
 
@@ -308,19 +325,19 @@ fn misdirected_copy_gone(first: &Placed, model: &Model, evidence: &Evidence<'_>)
     let read: &[u8] = evidence
         .before_open
         .iter()
-        .find(|(path, _)| *path == first.file)
+        .find(|(path, _)| **path == *first.file)
         .map_or(&[], |(_, bytes)| bytes.as_slice());
     let encoded = model
         .encoded_records()
         .find(|(seq, _)| *seq == first.seq)
         .map(|(_, bytes)| bytes);
-    evidence.damage.iter().any(|damage| {
+    evidence.damage().iter().any(|damage| {
         let Some(intended) = damage.intended_offset else {
             return false;
         };
         let landed = damage.offset..damage.offset + damage.len;
         let meant = intended..intended + damage.len;
-        if damage.path != first.file {
+        if *damage.path != *first.file {
             return false;
         }
         if meant.contains(&first.offset) {

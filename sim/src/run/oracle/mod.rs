@@ -336,7 +336,7 @@ impl Oracle {
         let acked = self.model.last_seq();
         // The turn moves at every reopen, whatever else asks for a full read.
         let turn = self.full_read_due();
-        let full_read = turn || final_reopen || !evidence.damage.is_empty() || recovered < acked;
+        let full_read = turn || final_reopen || !evidence.damage().is_empty() || recovered < acked;
         if recovered >= acked {
             let extra = (recovered - acked) as usize;
             if extra > self.in_doubt.len() {
@@ -372,7 +372,7 @@ impl Oracle {
         // Damage (a misdirected write, a flipped bit) may sit in bytes that
         // were rightly kept, so the byte check needs an undamaged disk.
         if (self.model.size() <= LAYOUT_CHECK_BYTES_MAX || final_reopen)
-            && evidence.damage.is_empty()
+            && evidence.damage().is_empty()
         {
             // Exact bytes in exact files: nothing left for a scan to find.
             return self.check_layout(evidence, limits);
@@ -438,7 +438,7 @@ impl Oracle {
         if self.model.size() <= COMMIT_LAYOUT_CHECK_BYTES_MAX
             && self.in_doubt.is_empty()
             && !poisoned
-            && evidence.damage.is_empty()
+            && evidence.damage().is_empty()
         {
             self.check_layout(evidence, limits)?;
         }
@@ -454,7 +454,7 @@ impl Oracle {
             &tables,
             limits.segment_bytes,
             limits.max_bytes,
-            &evidence.copies,
+            evidence.copies(),
             &evidence.unsure_index_files,
         )
     }

@@ -225,7 +225,7 @@ impl Disk {
                     .entries
                     .iter()
                     .map(|(name, node)| DirEntry {
-                        name: name.to_string_lossy().into_owned(),
+                        name: name_text(name).into_owned(),
                         is_dir: matches!(node, Node::Dir),
                     })
                     .collect();
@@ -411,4 +411,12 @@ impl Disk {
         node.link(Arc::from(to), true);
         Ok(replaced.is_some())
     }
+}
+
+/// A name as text. `to_str` first: its check of valid UTF-8 takes a word
+/// at a time, `to_string_lossy`'s a byte (the simulator lists a directory
+/// at every reopen and every check of the layout).
+pub(crate) fn name_text(name: &std::ffi::OsStr) -> std::borrow::Cow<'_, str> {
+    name.to_str()
+        .map_or_else(|| name.to_string_lossy(), std::borrow::Cow::Borrowed)
 }

@@ -125,7 +125,7 @@ impl Disk {
                     Node::File(file) => Some(file.lock()),
                     Node::Dir => None,
                 };
-                (name.to_string_lossy(), data)
+                (super::dirs::name_text(name), data)
             })
             .collect();
         let lent: Vec<(&str, Option<&[u8]>)> = (locked.iter())
