@@ -18,7 +18,7 @@ mod files;
 mod inspect;
 mod locks;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -141,12 +141,13 @@ pub(crate) struct Disk {
     rng: ChaCha8Rng,
     faults: FaultConfig,
     weights: [f64; FaultKind::COUNT],
-    /// Every directory by its normal path's bytes. Hashed, not ordered:
-    /// looked up in every operation on a name, and iterated only in sorted
-    /// form (`files`, `image_digest`), so no hash order reaches a run. Not
-    /// by `PathBuf`: a path hashes component by component, a byte at a
-    /// time, and these are normal already, so their bytes name them alike.
-    dirs: HashMap<OsString, Dir>,
+    /// Every directory by its normal path's bytes, looked up in every
+    /// operation on a name. Ordered, not hashed: a disk holds a handful of
+    /// directories, and a few comparisons of their bytes cost less than
+    /// hashing a path with SipHash. Not by `PathBuf`: a path compares
+    /// component by component, and these are normal already, so their
+    /// bytes name them alike.
+    dirs: BTreeMap<OsString, Dir>,
     /// Files a crash may change (dirty or dropped pages, unsynced size), by
     /// creation order. A crash visits only these.
     dirty_files: BTreeMap<u64, Arc<FileNode>>,
@@ -179,7 +180,7 @@ pub(crate) struct Disk {
 
 impl Disk {
     pub(crate) fn new(seed: u64, faults: FaultConfig) -> Disk {
-        let mut dirs = HashMap::new();
+        let mut dirs = BTreeMap::new();
         // The two roots: absolute paths hang off "/", relative ones off "".
         dirs.insert(OsString::from("/"), Dir::default());
         dirs.insert(OsString::new(), Dir::default());
