@@ -7,7 +7,7 @@ use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use durlog_vfs::{OpenMode, Vfs, VfsFile, read_exact_at};
+use durlog_vfs::{OpenMode, Vfs, VfsFile, read_exact_at_onto};
 
 use crate::format::{HEADER_SIZE, Header};
 
@@ -73,8 +73,9 @@ impl SegmentMeta {
 pub(crate) struct Window<'a> {
     file: &'a dyn VfsFile,
     file_len: u64,
-    /// Only `buf[..loaded]` holds file bytes; the rest is left over from
-    /// earlier loads, kept so a reload does not zero memory it overwrites.
+    /// Only `buf[..loaded]` holds file bytes (a failed load leaves none).
+    /// Loads read onto the emptied buffer, so its allocation is reused and
+    /// nothing is zeroed first.
     buf: Vec<u8>,
     loaded: usize,
     /// File offset of `buf[0]`.
@@ -125,11 +126,10 @@ impl<'a> Window<'a> {
             .max(SCAN_CHUNK_BYTES as u64)
             .min(self.file_len.saturating_sub(offset));
         let len = len as usize;
-        if self.buf.len() < len {
-            self.buf.resize(len, 0);
-        }
         self.loaded = 0;
-        read_exact_at(self.file, &mut self.buf[..len], offset)?;
+        self.buf.clear();
+        read_exact_at_onto(self.file, &mut self.buf, len, offset)?;
+        debug_assert_eq!(self.buf.len(), len, "a load holds what it asked for");
         self.loaded = len;
         self.start = offset;
         Ok(())
@@ -139,8 +139,8 @@ impl<'a> Window<'a> {
 /// Reads the record at `offset` of `file` into `buf` (header included),
 /// fetching only as many bytes as its header claims but never more than
 /// `max_len`, and returns them (or fewer, where the file ends). The caller
-/// parses them. `buf` keeps its allocation and is not cleared between
-/// calls: zeroing it is wasted work.
+/// parses them. `buf` keeps its allocation: the bytes are read onto it
+/// emptied, never zeroed first.
 pub(crate) fn read_record_bytes<'b>(
     file: &dyn VfsFile,
     offset: u64,
@@ -148,10 +148,8 @@ pub(crate) fn read_record_bytes<'b>(
     buf: &'b mut Vec<u8>,
 ) -> io::Result<&'b [u8]> {
     let first = (POINT_READ_BYTES as u64).min(max_len) as usize;
-    if buf.len() < first {
-        buf.resize(first, 0);
-    }
-    let got = read_up_to(file, &mut buf[..first], offset)?;
+    buf.clear();
+    let got = read_up_to_onto(file, buf, first, offset)?;
     if got < HEADER_SIZE {
         return Ok(&buf[..got]);
     }
@@ -160,23 +158,27 @@ pub(crate) fn read_record_bytes<'b>(
     if needed <= got {
         return Ok(&buf[..needed]);
     }
-    if buf.len() < needed {
-        buf.resize(needed, 0);
-    }
-    let more = read_up_to(file, &mut buf[got..needed], offset + got as u64)?;
-    Ok(&buf[..got + more])
+    read_up_to_onto(file, buf, needed - got, offset + got as u64)?;
+    Ok(&buf[..])
 }
 
-fn read_up_to(file: &dyn VfsFile, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-    let mut done = 0;
-    while done < buf.len() {
-        let n = file.read_at(&mut buf[done..], offset + done as u64)?;
-        if n == 0 {
+/// Reads up to `len` bytes at `offset` onto the end of `buf`, fewer only
+/// where the file ends; returns how many.
+fn read_up_to_onto(
+    file: &dyn VfsFile,
+    buf: &mut Vec<u8>,
+    len: usize,
+    offset: u64,
+) -> io::Result<usize> {
+    let start = buf.len();
+    while buf.len() - start < len {
+        let done = buf.len() - start;
+        if file.read_at_onto(buf, len - done, offset + done as u64)? == 0 {
             break;
         }
-        done += n;
     }
-    Ok(done)
+    debug_assert!(buf.len() - start <= len, "a read past the length asked for");
+    Ok(buf.len() - start)
 }
 
 /// Open read handles of segments, least recently used evicted first.

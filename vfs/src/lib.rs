@@ -162,6 +162,19 @@ pub trait VfsFile: Send + Sync + fmt::Debug {
     /// which is less than `buf.len()` only at the end of the file.
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
 
+    /// Reads up to `len` bytes at `offset` onto the end of `buf`; returns
+    /// how many, as `read_at` does (on an error `buf` holds what it held).
+    /// The same read as `read_at` into zeroed room at the end of `buf`, but
+    /// a file whose bytes are in memory copies them without zeroing the
+    /// room first: zeroing read buffers was 6% of a simulator run.
+    fn read_at_onto(&self, buf: &mut Vec<u8>, len: usize, offset: u64) -> io::Result<usize> {
+        let start = buf.len();
+        buf.resize(start + len, 0);
+        let read = self.read_at(&mut buf[start..], offset);
+        buf.truncate(start + read.as_ref().map_or(0, |&count| count));
+        read
+    }
+
     /// Writes all of `buf` at `offset`, extending the file if needed. On an
     /// error, any prefix of `buf` may have been written.
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
@@ -202,6 +215,38 @@ pub fn read_exact_at(file: &dyn VfsFile, buf: &mut [u8], offset: u64) -> io::Res
             ));
         }
         done += n;
+    }
+    Ok(())
+}
+
+/// [`read_exact_at`] onto the end of `buf`: exactly `len` bytes at
+/// `offset`, or an error (`UnexpectedEof` naming the offset) and `buf` as
+/// it was.
+pub fn read_exact_at_onto(
+    file: &dyn VfsFile,
+    buf: &mut Vec<u8>,
+    len: usize,
+    offset: u64,
+) -> io::Result<()> {
+    let start = buf.len();
+    while buf.len() - start < len {
+        let done = buf.len() - start;
+        let read = file.read_at_onto(buf, len - done, offset + done as u64);
+        debug_assert!(buf.len() <= start + len, "a read past the length asked for");
+        match read {
+            Ok(0) => {
+                buf.truncate(start);
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("end of file after {done} of {len} bytes read at offset {offset}"),
+                ));
+            }
+            Ok(_) => {}
+            Err(error) => {
+                buf.truncate(start);
+                return Err(error);
+            }
+        }
     }
     Ok(())
 }

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use durlog_vfs::{VfsFile, read_exact_at};
+use durlog_vfs::{VfsFile, read_exact_at_onto};
 
 use crate::error::Error;
 use crate::format::parse_record;
@@ -176,8 +176,8 @@ pub(crate) fn read_run(
     deliver: &mut dyn FnMut(u64, Option<Commit>),
 ) -> Result<(), Error> {
     let (base, end) = (run.ranges[0].0, run.ranges[run.ranges.len() - 1].1);
-    buf.resize((end - base) as usize, 0);
-    read_exact_at(file, buf, base)?;
+    buf.clear();
+    read_exact_at_onto(file, buf, (end - base) as usize, base)?;
     for (position, &(start, end)) in run.ranges.iter().enumerate() {
         let seq = run.first + position as u64;
         let bytes = &buf[(start - base) as usize..(end - base) as usize];

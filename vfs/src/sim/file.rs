@@ -279,15 +279,16 @@ impl FileData {
         self.dirty.len()
     }
 
-    pub(crate) fn read(&self, buf: &mut [u8], offset: u64) -> usize {
+    /// Up to `want` bytes of the cache at `offset` (fewer where the file
+    /// ends).
+    pub(crate) fn cached_at(&self, offset: u64, want: usize) -> &[u8] {
         let len = self.len();
         if offset >= len {
-            return 0;
+            return &[];
         }
-        let count = (len - offset).min(buf.len() as u64) as usize;
+        let count = (len - offset).min(want as u64) as usize;
         let start = offset as usize;
-        buf[..count].copy_from_slice(&self.cached[start..start + count]);
-        count
+        &self.cached[start..start + count]
     }
 
     /// Writes `buf` at `offset` into the cache. The caller has checked that

@@ -548,6 +548,10 @@ impl VfsFile for SimFile {
         self.with_disk(|disk, handle| disk.read(handle, buf, offset))
     }
 
+    fn read_at_onto(&self, buf: &mut Vec<u8>, len: usize, offset: u64) -> io::Result<usize> {
+        self.with_disk(|disk, handle| disk.read_onto(handle, buf, len, offset))
+    }
+
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.with_disk(|disk, handle| disk.write(handle, buf, offset))
     }

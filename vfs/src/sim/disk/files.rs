@@ -21,17 +21,42 @@ impl Disk {
         buf: &mut [u8],
         offset: u64,
     ) -> io::Result<usize> {
-        let call = Call::on_file(
-            TraceKind::Read,
-            "read",
-            handle.node,
-            offset,
-            buf.len() as u64,
-        );
+        self.read_into(handle, buf.len(), offset, |bytes| {
+            buf[..bytes.len()].copy_from_slice(bytes);
+            &mut buf[..bytes.len()]
+        })
+    }
+
+    /// `read`, onto the end of `buf` (not zeroed first).
+    pub(crate) fn read_onto(
+        &mut self,
+        handle: &Handle<'_>,
+        buf: &mut Vec<u8>,
+        len: usize,
+        offset: u64,
+    ) -> io::Result<usize> {
+        let start = buf.len();
+        self.read_into(handle, len, offset, |bytes| {
+            buf.extend_from_slice(bytes);
+            &mut buf[start..]
+        })
+    }
+
+    /// A read of up to `len` bytes at `offset`: `land` puts the file's
+    /// bytes where the caller reads them and lends them back, for a bit
+    /// flipped on the way to flip there.
+    fn read_into<'b>(
+        &mut self,
+        handle: &Handle<'_>,
+        len: usize,
+        offset: u64,
+        land: impl FnOnce(&[u8]) -> &'b mut [u8],
+    ) -> io::Result<usize> {
+        let call = Call::on_file(TraceKind::Read, "read", handle.node, offset, len as u64);
         self.check_handle(call, handle)?;
         if self.fires(FaultKind::ReadError) {
             let event = FaultEvent {
-                read: Some((offset, buf.len() as u64)),
+                read: Some((offset, len as u64)),
                 ..FaultEvent::touching(FaultKind::ReadError, offset, 0)
             };
             self.fault_on_file(event, handle.node);
@@ -45,10 +70,11 @@ impl Disk {
                 ),
             ));
         }
-        let count = handle.node.lock().read(buf, offset);
+        let landed = land(handle.node.lock().cached_at(offset, len));
+        let count = landed.len();
         if count > 0 && self.fires(FaultKind::BitFlipOnRead) {
             let bit = self.below(count as u64 * 8);
-            buf[(bit / 8) as usize] ^= 1 << (bit % 8);
+            landed[(bit / 8) as usize] ^= 1 << (bit % 8);
             let event = FaultEvent {
                 bit: Some((bit % 8) as u8),
                 read: Some((offset, count as u64)),
