@@ -41,7 +41,7 @@ use std::path::{Path, PathBuf};
 use durlog_vfs::{OpenMode, Vfs, VfsFile, read_exact_at};
 
 use crate::error::Error;
-use crate::format::file_names::{parse_segment_name, segment_name};
+use crate::format::file_names::{parse_segment_name, segment_name, segment_path};
 use crate::format::record::{HEADER_SIZE, Header, parse_record};
 use crate::format::tables::{STREAMS_FILE_NAME, StreamEntry, decode_streams};
 
@@ -299,7 +299,7 @@ impl<V: Vfs> Follower<V> {
                     commit.first_version,
                     self.versions.get(&commit.stream)
                 );
-                let file = self.dir.join(segment_name(place.segment_first_seq));
+                let file = segment_path(&self.dir, place.segment_first_seq);
                 self.replaced = Some((file.clone(), place.offset, reason.clone()));
                 return Err(corrupt(&file, place.offset, reason));
             }
@@ -344,7 +344,7 @@ impl<V: Vfs> Follower<V> {
     /// the log goes on in the segment starting at `later`.
     fn skipped(&self, place: Place, later: u64) -> Error {
         corrupt(
-            &self.dir.join(segment_name(place.segment_first_seq)),
+            &segment_path(&self.dir, place.segment_first_seq),
             place.offset,
             format!(
                 "the record with seq {} is not whole and valid here, yet the log goes on \
@@ -415,7 +415,7 @@ impl<V: Vfs> Follower<V> {
             (self.place, self.last) = (located, None);
             return Ok(());
         }
-        let file = self.dir.join(segment_name(last.segment_first_seq));
+        let file = segment_path(&self.dir, last.segment_first_seq);
         let reason = format!(
             "the record with seq {} that this follower read is no longer there as it was: \
              the writer truncated the log (Log::truncate_after), and the follower cannot tell \
@@ -522,7 +522,7 @@ impl<V: Vfs> Follower<V> {
 
     /// The segment starting at `first`, if there is one.
     fn open_segment(&self, first: u64) -> Result<Option<Box<dyn VfsFile>>, Error> {
-        let path = self.dir.join(segment_name(first));
+        let path = segment_path(&self.dir, first);
         match self.vfs.open(&path, OpenMode::ReadOnly) {
             Ok(file) => Ok(Some(file)),
             Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(None),

@@ -3,7 +3,7 @@
 //! it is returned. Reads take the shared lock only to copy locations.
 
 use crate::error::Error;
-use crate::format::{Event, decode_batch, parse_record, segment_name};
+use crate::format::{Event, decode_batch, parse_record};
 use crate::index::{Location, StreamIndex};
 use crate::segment::read_record_bytes;
 
@@ -185,7 +185,7 @@ impl Log {
     ) -> Result<Vec<Event>, Error> {
         // Names are built only to open a file or report damage: a read of
         // a cached segment formats nothing.
-        let path = || self.settings.dir.join(segment_name(place.first_seq));
+        let path = || self.settings.segment_path(place.first_seq);
         let vfs = self.settings.vfs.as_ref();
         let file = lock(&self.handles).get(vfs, place.location.segment, path)?;
         let offset = u64::from(place.location.offset);

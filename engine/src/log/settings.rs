@@ -9,7 +9,8 @@ use std::sync::Arc;
 use durlog_vfs::Vfs;
 
 use crate::error::Error;
-use crate::format::{LOCK_FILE_NAME, NEXT_SEGMENT_NAME, index_file_name, segment_name};
+use crate::format::file_names;
+use crate::format::{INDEX_FILE_SUFFIX, LOCK_FILE_NAME, NEXT_SEGMENT_NAME};
 use crate::recovery::GROUP_BYTES_MAX;
 
 /// Default size limit of a segment file.
@@ -215,18 +216,18 @@ impl Settings {
             read_run_bytes_max: tuning.read_run_bytes_max.max(1),
             now: options.now,
             failpoint: options.failpoint,
-            next_path: dir.join(NEXT_SEGMENT_NAME),
-            lock_path: dir.join(LOCK_FILE_NAME),
+            next_path: file_names::join(dir, NEXT_SEGMENT_NAME),
+            lock_path: file_names::join(dir, LOCK_FILE_NAME),
         }
     }
 
     pub fn segment_path(&self, first_seq: u64) -> PathBuf {
-        self.dir.join(segment_name(first_seq))
+        file_names::segment_path(&self.dir, first_seq)
     }
 
     /// The index file of the segment whose first seq is `first_seq`.
     pub fn index_path(&self, first_seq: u64) -> PathBuf {
-        self.dir.join(index_file_name(first_seq))
+        file_names::file_path(&self.dir, first_seq, INDEX_FILE_SUFFIX)
     }
 
     /// The time an append stamps on its events.

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use durlog_vfs::Vfs;
 
+use crate::format::file_names;
 use crate::format::{
     CONSUMERS_FILE_NAME, CONSUMERS_TEMP_NAME, LOCK_FILE_NAME, NEXT_SEGMENT_NAME, STATE_FILE_NAME,
     STATE_TEMP_NAME, STREAMS_FILE_NAME, STREAMS_TEMP_NAME, looks_like_a_segment,
@@ -40,7 +41,7 @@ pub(super) fn segment_names(vfs: &dyn Vfs, dir: &Path) -> Result<Names, Refusal>
         ignored: Vec::new(),
     };
     for entry in vfs.list_dir(dir)? {
-        let path = dir.join(&entry.name);
+        let path = file_names::join(dir, &entry.name);
         let owned_file = |what: &str| match entry.is_dir {
             false => Ok(()),
             true => Err(corrupt(
