@@ -140,12 +140,16 @@ fn extras(sink: &mut impl Sink, extras: &Extras) {
 
 /// The record bytes FORMAT.md gives for one append.
 pub fn record(seq: u64, stream: &str, first_version: u64, events: &[ModelEvent]) -> Vec<u8> {
-    let mut batch = Vec::new();
-    payload(&mut batch, stream, first_version, events);
-    let mut out = Vec::new();
-    let crc = crc32c(&[&seq.to_le_bytes(), &batch]);
-    header(&mut out, batch.len() as u32, crc, seq);
-    out.extend_from_slice(&batch);
+    // Sized by the same encoder, counting: one allocation, never grown.
+    let mut out = Vec::with_capacity(record_bytes(stream, events) as usize);
+    header(&mut out, 0, 0, seq);
+    let header_len = out.len();
+    payload(&mut out, stream, first_version, events);
+    let (head, batch) = out.split_at_mut(header_len);
+    let crc = crc32c(&[&seq.to_le_bytes(), batch]);
+    let mut fields = Vec::with_capacity(header_len);
+    header(&mut fields, batch.len() as u32, crc, seq);
+    head.copy_from_slice(&fields);
     out
 }
 
@@ -218,11 +222,7 @@ fn table<'a, V: 'a>(
         body.put(name.as_bytes());
         value(&mut body, entry);
     }
-    let mut out = magic.to_vec();
-    out.put(&1u32.to_le_bytes());
-    out.put(&crc32c(&[&body]).to_le_bytes());
-    out.put(&body);
-    out
+    sealed(magic, &body)
 }
 
 /// The state file FORMAT.md gives for a log whose first kept record is
@@ -238,11 +238,7 @@ pub fn state_file(first_seq: u64, purged: &std::collections::BTreeMap<String, u6
         body.put(name.as_bytes());
         body.put(&version.to_le_bytes());
     }
-    let mut out = b"DURLOGST".to_vec();
-    out.put(&1u32.to_le_bytes());
-    out.put(&crc32c(&[&body]).to_le_bytes());
-    out.put(&body);
-    out
+    sealed(b"DURLOGST", &body)
 }
 
 /// One record of a sealed segment, as an index file sees it.
@@ -309,10 +305,17 @@ pub fn index_file(first_seq: u64, records: &[IndexedRecord<'_>]) -> Vec<u8> {
             body.put(&version.to_le_bytes());
         }
     }
-    let mut out = b"DURLOGIX".to_vec();
+    sealed(b"DURLOGIX", &body)
+}
+
+/// A file of FORMAT.md's tables, state and index files: `magic`, version
+/// 1, the CRC-32C of `body`, then `body`.
+fn sealed(magic: &[u8; 8], body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(magic.len() + 8 + body.len());
+    out.put(magic);
     out.put(&1u32.to_le_bytes());
-    out.put(&crc32c(&[&body]).to_le_bytes());
-    out.put(&body);
+    out.put(&crc32c(&[body]).to_le_bytes());
+    out.put(body);
     out
 }
 

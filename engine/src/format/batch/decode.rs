@@ -49,7 +49,8 @@ pub(crate) fn decode_batch_where(
     if !keep_stream(head.stream) {
         return Ok(None);
     }
-    let mut events = Vec::new();
+    // The count fits the bytes (`check_count_fits`): sized once, no growth.
+    let mut events = Vec::with_capacity(head.count as usize);
     let mut extras = Extensions::new(payload, head.stream.len());
     for index in 0..u64::from(head.count) {
         let (event, next_at) = read_event(payload, event_at, &mut extras)?;
@@ -97,10 +98,10 @@ pub fn inspect_batch(payload: &[u8]) -> Result<BatchView<'_>, BatchError> {
 pub(crate) fn event_ids(payload: &[u8]) -> Result<Vec<(u64, [u8; EVENT_ID_BYTES])>, BatchError> {
     let (head, mut event_at) = read_head(payload)?;
     let mut extras = Extensions::new(payload, head.stream.len());
-    let mut ids = Vec::new();
     if !extras.flagged {
-        return Ok(ids);
+        return Ok(Vec::new());
     }
+    let mut ids = Vec::with_capacity(head.count as usize);
     for index in 0..u64::from(head.count) {
         let (event, next_at) = read_event(payload, event_at, &mut extras)?;
         if let Some(id) = event.extras.id {
