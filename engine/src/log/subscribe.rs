@@ -90,6 +90,10 @@ pub struct Subscription {
     /// Truncations of the log already taken into account.
     truncations_seen: usize,
     buf: Vec<u8>,
+    /// How many bytes the next read of a following subscription asks for:
+    /// what the last read used, with room to grow (a run's read, its
+    /// size). Kept apart from `buf`, which reads fill without zeroing.
+    next_read: usize,
     /// How long a caught-up subscription lets records gather before it
     /// looks for them (`set_batching`).
     batching: Duration,
@@ -129,6 +133,7 @@ impl Log {
             delivered: from_seq.max(1) - 1,
             truncations_seen,
             buf: Vec::new(),
+            next_read: 0,
             batching: Duration::ZERO,
             drained: false,
         }
@@ -335,6 +340,7 @@ impl Subscription {
             .handles
             .file(&self.settings, run.segment, run.segment_first_seq)?;
         let ahead = &mut self.ahead;
+        self.next_read = (run.ranges[run.ranges.len() - 1].1 - run.ranges[0].0) as usize;
         let read = read_run(
             &self.settings,
             file.as_ref(),
@@ -382,9 +388,10 @@ impl Subscription {
             .handles
             .file(&self.settings, cursor.segment, cursor.segment_first_seq)?;
         let last = published.min(next_seq + AHEAD_MAX - 1);
-        let guess = self.buf.len().clamp(FOLLOW_BYTES_MIN, FOLLOW_BYTES_MAX);
-        self.buf.resize(guess, 0);
-        let read = file.read_at(&mut self.buf, cursor.offset)?;
+        let guess = self.next_read.clamp(FOLLOW_BYTES_MIN, FOLLOW_BYTES_MAX);
+        self.next_read = guess;
+        self.buf.clear();
+        let read = file.read_at_onto(&mut self.buf, guess, cursor.offset)?;
         let (mut at, mut seq) = (0, next_seq);
         while seq <= last {
             let Ok(record) = parse_record(&self.buf[at..read]) else {
@@ -402,7 +409,7 @@ impl Subscription {
             return Ok(false);
         }
         // Sized for the next read: what this one used, with room to grow.
-        self.buf.truncate((2 * at).max(FOLLOW_BYTES_MIN));
+        self.next_read = guess.min((2 * at).max(FOLLOW_BYTES_MIN));
         self.position = Position::Follow {
             next_seq: seq,
             cursor: Cursor {

@@ -7,6 +7,7 @@
 //! first. Each reopen must find the log and its files at one of those
 //! states, no other, and the model follows what it found.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use durlog::{Deletion, Error, Log, StreamMetadata};
@@ -138,15 +139,20 @@ impl Oracle {
     }
 
     /// The tables as the disk may hold them, for as long as changes are in
-    /// doubt: the model's, then with the last one undone, and so on.
-    pub(crate) fn table_candidates(&self) -> Vec<Tables> {
+    /// doubt: the model's, then with the last one undone, and so on. With
+    /// none in doubt (nearly always), the model's, lent: cloning them for
+    /// every check of the layout was 1.5% of a run's instructions.
+    pub(crate) fn table_candidates(&self) -> Cow<'_, [Tables]> {
+        if self.table_in_doubt.is_empty() {
+            return Cow::Borrowed(std::slice::from_ref(&self.model.tables));
+        }
         let mut tables = self.model.tables.clone();
         let mut candidates = vec![tables.clone()];
         for change in self.table_in_doubt.iter().rev() {
             change.undo_on(&mut tables);
             candidates.push(tables.clone());
         }
-        candidates
+        Cow::Owned(candidates)
     }
 
     /// A truncation kept seqs up to `last_seq`: positions past it go back,
