@@ -89,7 +89,7 @@ P=[
 ("37-backward-reads-three-records","Reads: a backward read returns the newest three records' events at most (the simulator read nothing backward before)",[
  ("engine/src/log/read.rs","                    None => end.saturating_sub(limit).max(first),","                    None => end.saturating_sub(limit.min(3)).max(first),")]),
 ("38-follower-read-error-as-end","Subscriptions: a live subscriber's read that the disk fails (EIO) taken for the end of what it can follow, and read again elsewhere (the engine's behaviour until the simulator judged each poll's read errors: the error was swallowed)",[
- ("engine/src/log/subscribe.rs","        let read = file.read_at(&mut self.buf, cursor.offset)?;","        let Ok(read) = file.read_at(&mut self.buf, cursor.offset) else {\n            return Ok(false);\n        };")]),
+ ("engine/src/log/subscribe.rs","        let read = file.read_at_onto(&mut self.buf, guess, cursor.offset)?;","        let Ok(read) = file.read_at_onto(&mut self.buf, guess, cursor.offset) else {\n            return Ok(false);\n        };")]),
 ("39-exact-type-matched-by-prefix","Filters: an exact event-type filter that matches by prefix (the simulator's types shared no prefix, and it read nothing through a filter of the whole log)",[
  ("engine/src/log/filter.rs","            TypeMatch::Exact(wanted) => event_type == wanted,","            TypeMatch::Exact(wanted) => event_type.starts_with(wanted.as_str()),")]),
 ("40-purge-leaves-its-files","Retention: a purge decided in its state file removes none of its segments (Open would remove them at the next reopen, so before the segment names were checked after every purge only a reopen's full check saw it, by its effect)",[
