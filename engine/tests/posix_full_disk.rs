@@ -128,11 +128,29 @@ fn assert_cut_back(log: &Log, dir: &Path, acked: usize) {
 /// Reopens the log and checks it holds exactly `acked`, with a clean tail
 /// (a cut-back left nothing for recovery to cut).
 fn reopen_and_check(dir: &Path, options: &Options, acked: &[Vec<u8>]) -> Log {
+    reopen_and_check_after(dir, options, acked, false)
+}
+
+/// [`reopen_and_check`]; after a cut-back that failed (`poisoned`), the
+/// append it could not cut may be there torn or as zeros (the device
+/// refused its pages: seen here once, a record with a bad CRC where the
+/// failed append was), and recovery must cut it, never an acknowledged
+/// record.
+fn reopen_and_check_after(dir: &Path, options: &Options, acked: &[Vec<u8>], poisoned: bool) -> Log {
     let log = Log::open(dir, options.clone()).expect("the log reopens");
+    let tail = &log.recovery().tail;
+    let expected = match tail {
+        Tail::Clean => true,
+        Tail::Torn {
+            may_be_acknowledged,
+            ..
+        } => poisoned && !may_be_acknowledged,
+        Tail::Zeros { .. } => poisoned,
+        _ => false,
+    };
     assert!(
-        matches!(log.recovery().tail, Tail::Clean),
-        "nothing half-written after the failed append: {:?}",
-        log.recovery().tail
+        expected,
+        "nothing half-written after the failed append (poisoned: {poisoned}): {tail:?}"
     );
     assert_reads_back(&log, acked);
     log
@@ -439,9 +457,10 @@ fn a_late_enospc_from_fdatasync_fails_the_append_and_cuts_it_back() {
     } else {
         assert_cut_back(&log, &dir, acked.len());
     }
+    let poisoned = log.is_poisoned();
     log.close().expect("close");
 
-    let log = reopen_and_check(&dir, &options, &acked);
+    let log = reopen_and_check_after(&dir, &options, &acked, poisoned);
     fs.free_device();
     append_more(&log, &mut acked, 20);
     log.close().expect("close");

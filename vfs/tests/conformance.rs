@@ -138,6 +138,31 @@ fn read_past_end(vfs: &dyn Vfs, root: &Path) -> Vec<String> {
     transcript
 }
 
+/// Reads onto a buffer that holds bytes already: what `read_at` would
+/// read, appended (SimVfs copies without zeroing; PosixVfs reads into
+/// zeroed room), and an exact read past the end leaves the buffer alone.
+fn reads_onto_a_vec(vfs: &dyn Vfs, root: &Path) -> Vec<String> {
+    let file = create(vfs, &root.join("a"));
+    file.write_at(b"abcdefghij", 0).unwrap();
+    let mut transcript = Vec::new();
+    for (len, offset) in [(4, 0), (4, 8), (4, 10), (0, 3), (10, 0), (3, 1000)] {
+        let mut buf = b"xy".to_vec();
+        let count = file.read_at_onto(&mut buf, len, offset).unwrap();
+        assert_eq!(buf.len(), 2 + count, "exactly what was read is appended");
+        transcript.push(format!(
+            "onto {len} at {offset}: {count} {:?}",
+            String::from_utf8_lossy(&buf)
+        ));
+    }
+    let mut buf = b"xy".to_vec();
+    durlog_vfs::read_exact_at_onto(&*file, &mut buf, 5, 2).unwrap();
+    assert_eq!(buf, b"xycdefg");
+    let error = durlog_vfs::read_exact_at_onto(&*file, &mut buf, 5, 8).unwrap_err();
+    assert_eq!(error.kind(), io::ErrorKind::UnexpectedEof);
+    assert_eq!(buf, b"xycdefg", "a failed exact read appends nothing");
+    transcript
+}
+
 fn directory_listing(vfs: &dyn Vfs, root: &Path) -> Vec<String> {
     assert_eq!(vfs.list_dir(root).unwrap(), Vec::new());
     for name in ["b.log", "a.log", "10.log", "9.log"] {
@@ -392,6 +417,11 @@ fn lock_follows_the_file_not_the_name(vfs: &dyn Vfs, root: &Path) -> Vec<String>
 #[test]
 fn conformance_read_after_write() {
     check(read_after_write);
+}
+
+#[test]
+fn conformance_reads_onto_a_vec() {
+    check(reads_onto_a_vec);
 }
 
 #[test]

@@ -182,6 +182,61 @@ fn bit_flip_on_read_flips_one_returned_bit_and_leaves_the_disk_alone() {
     });
 }
 
+/// A read onto a buffer that already holds bytes flips one bit of what it
+/// appended, never of what was there, and draws its faults as `read_at`
+/// does: the same seed flips the same bit either way.
+#[test]
+fn bit_flip_on_a_read_onto_a_vec_lands_in_what_it_appended() {
+    let data: Vec<u8> = (0..1000).map(|i| (i * 13) as u8).collect();
+    for_each_seed(0..32, |seed| {
+        let read = |onto: bool| {
+            let vfs = SimVfs::with_faults(seed, only(FaultKind::BitFlipOnRead, 1.0));
+            vfs.put_durable_file(Path::new("/f"), &data);
+            let file = open(&vfs, "/f", OpenMode::ReadOnly);
+            match onto {
+                true => {
+                    let mut buf = vec![0x55; 7];
+                    assert_eq!(file.read_at_onto(&mut buf, 600, 300).unwrap(), 600);
+                    assert_eq!(
+                        buf[..7],
+                        [0x55; 7],
+                        "the bytes already there are left alone"
+                    );
+                    buf.split_off(7)
+                }
+                false => {
+                    let mut buf = vec![0; 600];
+                    assert_eq!(file.read_at(&mut buf, 300).unwrap(), 600);
+                    buf
+                }
+            }
+        };
+        let onto = read(true);
+        let flipped: u32 = (onto.iter().zip(&data[300..900]))
+            .map(|(a, b)| (a ^ b).count_ones())
+            .sum();
+        assert_eq!(flipped, 1);
+        assert_eq!(onto, read(false), "the same bit as read_at flips");
+    });
+}
+
+/// A read onto a buffer that the disk fails (EIO) leaves the buffer as it
+/// was: SimVfs draws the fault before it copies a byte. (A short read
+/// followed by the end of the file: the conformance suite.)
+#[test]
+fn a_failed_read_onto_a_vec_leaves_it_as_it_was() {
+    for_each_seed(0..8, |seed| {
+        let vfs = SimVfs::new(seed);
+        vfs.put_durable_file(Path::new("/f"), &[9; 100]);
+        let file = open(&vfs, "/f", OpenMode::ReadOnly);
+        vfs.set_faults(only(FaultKind::ReadError, 1.0));
+        let mut buf = vec![1, 2, 3];
+        assert!(file.read_at_onto(&mut buf, 50, 0).is_err());
+        assert!(durlog_vfs::read_exact_at_onto(&*file, &mut buf, 50, 0).is_err());
+        assert_eq!(buf, [1, 2, 3]);
+    });
+}
+
 #[test]
 fn bit_flip_at_rest_changes_one_durable_bit_and_is_recorded() {
     let vfs = SimVfs::new(5);
