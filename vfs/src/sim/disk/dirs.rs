@@ -116,18 +116,24 @@ pub(super) fn split<'p>(path: &'p Path, what: &str) -> io::Result<(&'p Path, &'p
 
 /// `path.parent()` and `path.file_name()` of a normal path, by its last
 /// separator instead of parsing components from the back; `None` where
-/// that could differ from them (a last component `..`, no name).
+/// that could differ from them (a last component `..`, no name). On the
+/// bytes: a name need not be UTF-8, and checking that it is took a third
+/// of this.
 fn split_normal(path: &Path) -> Option<(&Path, &OsStr)> {
-    let text = path.to_str()?;
-    let (parent, name) = match text.rfind('/') {
-        Some(0) => ("/", &text[1..]),
-        Some(at) => (&text[..at], &text[at + 1..]),
-        None => ("", text),
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = path.as_os_str().as_bytes();
+    let (parent, name) = match bytes.iter().rposition(|&byte| byte == b'/') {
+        Some(0) => (&b"/"[..], &bytes[1..]),
+        Some(at) => (&bytes[..at], &bytes[at + 1..]),
+        None => (&b""[..], bytes),
     };
-    if name.is_empty() || name == ".." || name == "." {
+    if name.is_empty() || name == b".." || name == b"." {
         return None;
     }
-    Some((Path::new(parent), OsStr::new(name)))
+    Some((
+        Path::new(OsStr::from_bytes(parent)),
+        OsStr::from_bytes(name),
+    ))
 }
 
 impl Disk {
