@@ -146,20 +146,26 @@ fn check_index_files(
         let Some((_, range)) = sealed.iter().find(|(first, _)| *first == seq) else {
             return Err(format!("index file {name} names no sealed segment"));
         };
-        let indexed: Vec<encode::IndexedRecord<'_>> = records[range.clone()]
-            .iter()
-            .map(|&(seq, bytes)| {
-                let (stream, first_version, events) =
-                    model.record(seq).expect("the model holds its records");
-                encode::IndexedRecord {
-                    bytes,
-                    stream,
-                    first_version,
-                    events,
-                }
-            })
-            .collect();
-        if encode::index_file(seq, &indexed) != bytes {
+        let records = &records[range.clone()];
+        let Some(&(last, _)) = records.last() else {
+            return Err(format!("index file {name} names a segment with no record"));
+        };
+        let encode = || {
+            let indexed: Vec<encode::IndexedRecord<'_>> = (records.iter())
+                .map(|&(seq, bytes)| {
+                    let (stream, first_version, events) =
+                        model.record(seq).expect("the model holds its records");
+                    encode::IndexedRecord {
+                        bytes,
+                        stream,
+                        first_version,
+                        events,
+                    }
+                })
+                .collect();
+            encode::index_file(seq, &indexed)
+        };
+        if !model.is_index_file((seq, last), bytes, encode) {
             return Err(format!(
                 "index file {name} is not its segment's index as FORMAT.md encodes it"
             ));
@@ -529,14 +535,41 @@ fn index_first_seq(name: &str) -> Option<u64> {
 
 /// The seq of 20 decimal digits followed by `suffix`.
 fn first_seq_named(name: &str, suffix: &str) -> Option<u64> {
-    let digits = name.strip_suffix(suffix)?;
-    (digits.len() == 20 && digits.bytes().all(|byte| byte.is_ascii_digit()))
-        .then(|| digits.parse().ok())
-        .flatten()
+    let digits = name.strip_suffix(suffix)?.as_bytes();
+    if digits.len() != 20 {
+        return None;
+    }
+    // One pass, digit by digit (checked: 20 digits can pass u64::MAX).
+    digits.iter().try_fold(0u64, |seq, &digit| {
+        let digit = digit.is_ascii_digit().then(|| u64::from(digit - b'0'))?;
+        seq.checked_mul(10)?.checked_add(digit)
+    })
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn first_seqs_are_read_as_parse_reads_them() {
+        let cases = [
+            "00000000000000000001.log",
+            "18446744073709551615.log",
+            "18446744073709551616.log",
+            "99999999999999999999.log",
+            "0000000000000000001.log",
+            "000000000000000000012.log",
+            "0000000000000000000a.log",
+            "+0000000000000000001.log",
+            "00000000000000000001.idx",
+        ];
+        for name in cases {
+            let want = name
+                .strip_suffix(".log")
+                .filter(|digits| digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|digits| digits.parse::<u64>().ok());
+            assert_eq!(super::segment_first_seq(name), want, "{name}");
+        }
+    }
+
     #[test]
     fn segment_files_are_named_by_twenty_digits() {
         let dir = std::path::Path::new("/d");
