@@ -7,7 +7,7 @@ use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use durlog_vfs::{OpenMode, Vfs, VfsFile, read_exact_at_onto};
+use durlog_vfs::{OpenMode, Vfs, VfsFile, read_exact_at_onto, read_up_to_onto};
 
 use crate::format::{HEADER_SIZE, Header};
 
@@ -160,25 +160,6 @@ pub(crate) fn read_record_bytes<'b>(
     }
     read_up_to_onto(file, buf, needed - got, offset + got as u64)?;
     Ok(&buf[..])
-}
-
-/// Reads up to `len` bytes at `offset` onto the end of `buf`, fewer only
-/// where the file ends; returns how many.
-fn read_up_to_onto(
-    file: &dyn VfsFile,
-    buf: &mut Vec<u8>,
-    len: usize,
-    offset: u64,
-) -> io::Result<usize> {
-    let start = buf.len();
-    while buf.len() - start < len {
-        let done = buf.len() - start;
-        if file.read_at_onto(buf, len - done, offset + done as u64)? == 0 {
-            break;
-        }
-    }
-    debug_assert!(buf.len() - start <= len, "a read past the length asked for");
-    Ok(buf.len() - start)
 }
 
 /// Open read handles of segments, least recently used evicted first.

@@ -219,6 +219,26 @@ pub fn read_exact_at(file: &dyn VfsFile, buf: &mut [u8], offset: u64) -> io::Res
     Ok(())
 }
 
+/// Reads up to `len` bytes at `offset` onto the end of `buf`, fewer only
+/// where the file ends; returns how many (on an error, `buf` may hold
+/// part of them).
+pub fn read_up_to_onto(
+    file: &dyn VfsFile,
+    buf: &mut Vec<u8>,
+    len: usize,
+    offset: u64,
+) -> io::Result<usize> {
+    let start = buf.len();
+    while buf.len() - start < len {
+        let done = buf.len() - start;
+        if file.read_at_onto(buf, len - done, offset + done as u64)? == 0 {
+            break;
+        }
+    }
+    debug_assert!(buf.len() - start <= len, "a read past the length asked for");
+    Ok(buf.len() - start)
+}
+
 /// [`read_exact_at`] onto the end of `buf`: exactly `len` bytes at
 /// `offset`, or an error (`UnexpectedEof` naming the offset) and `buf` as
 /// it was.
@@ -229,26 +249,16 @@ pub fn read_exact_at_onto(
     offset: u64,
 ) -> io::Result<()> {
     let start = buf.len();
-    while buf.len() - start < len {
-        let done = buf.len() - start;
-        let read = file.read_at_onto(buf, len - done, offset + done as u64);
-        debug_assert!(buf.len() <= start + len, "a read past the length asked for");
-        match read {
-            Ok(0) => {
-                buf.truncate(start);
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    format!("end of file after {done} of {len} bytes read at offset {offset}"),
-                ));
-            }
-            Ok(_) => {}
-            Err(error) => {
-                buf.truncate(start);
-                return Err(error);
-            }
-        }
-    }
-    Ok(())
+    let error = match read_up_to_onto(file, buf, len, offset) {
+        Ok(done) if done == len => return Ok(()),
+        Ok(done) => io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!("end of file after {done} of {len} bytes read at offset {offset}"),
+        ),
+        Err(error) => error,
+    };
+    buf.truncate(start);
+    Err(error)
 }
 
 /// A `Vfs` behind a pointer is that `Vfs`: every method forwarded, written
