@@ -1,18 +1,19 @@
-//! Reading the whole log and following it: catch-up `read_all` over a
-//! generated log next to Open's scan of the same log; the latency from
+//! Reading the whole log and following it: catch-up `read_all` (and
+//! `visit_all`, lent) over a generated log next to Open's scan of the same log; the latency from
 //! `append` returning to a live subscriber holding the record; and what
 //! live subscribers cost the writers (rounds with and without them
 //! alternate, so both see the same disk weather).
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::ops::ControlFlow;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, ensure};
-use durlog::{Event, Expected, Log, Options};
+use durlog::{Event, Expected, Filter, Log, Options};
 
 use crate::engine::{self, Shape};
 
@@ -51,6 +52,23 @@ fn catch_up(dir: &Path, log_bytes: u64, data_bytes: usize, out: &mut String) -> 
         }
         let read_s = started.elapsed().as_secs_f64();
         ensure!(records == shape.events, "read_all gave {records} records");
+        // The same records lent in place: what a projection pays.
+        let started = Instant::now();
+        let (mut lent, mut data) = (0u64, 0u64);
+        log.visit_all(1, &Filter::all(), |commit| {
+            lent += 1;
+            data += commit
+                .events
+                .iter()
+                .map(|event| event.data.len() as u64)
+                .sum::<u64>();
+            ControlFlow::Continue(())
+        })?;
+        let visit_s = started.elapsed().as_secs_f64();
+        ensure!(
+            lent == shape.events && data > 0,
+            "visit_all lent {lent} records"
+        );
         drop(log);
         let started = Instant::now();
         let reopened = Log::open(dir, Options::default())?;
@@ -58,9 +76,11 @@ fn catch_up(dir: &Path, log_bytes: u64, data_bytes: usize, out: &mut String) -> 
         drop(reopened);
         writeln!(
             out,
-            "| {data_bytes} B | {round} | {:.2} GB/s, {:.0} records/s | {:.2} GB/s, {:.0} records/s |",
+            "| {data_bytes} B | {round} | {:.2} GB/s, {:.0} records/s | {:.2} GB/s, {:.0} records/s | {:.2} GB/s, {:.0} records/s |",
             bytes as f64 / read_s / 1e9,
             records as f64 / read_s,
+            bytes as f64 / visit_s / 1e9,
+            records as f64 / visit_s,
             bytes as f64 / open_s / 1e9,
             records as f64 / open_s
         )?;
@@ -206,12 +226,12 @@ pub fn run(
     let mut out = String::new();
     writeln!(
         out,
-        "### Catch-up: read_all over a {} MiB log, next to Open (page cache)\n",
+        "### Catch-up: read_all and visit_all over a {} MiB log, next to Open (page cache)\n",
         log_bytes >> 20
     )?;
     writeln!(
         out,
-        "| event | round | read_all | Open |\n|---|---|---|---|"
+        "| event | round | read_all | visit_all | Open |\n|---|---|---|---|---|"
     )?;
     for &size in sizes {
         catch_up(

@@ -43,7 +43,7 @@ mod sync;
 pub use durlog_vfs as vfs;
 pub use error::{Error, Expected};
 pub use format::batch::{
-    Batch, BatchError, EVENT_ID_BYTES, Event, MAX_NAME_BYTES, decode_batch, encode_batch,
+    Batch, BatchError, EVENT_ID_BYTES, Event, EventRef, MAX_NAME_BYTES, decode_batch, encode_batch,
 };
 pub use format::file_names::segment_name;
 pub use format::record::{
@@ -52,8 +52,8 @@ pub use format::record::{
 pub use format::state::{LogState, STATE_FILE_NAME, StateError};
 pub use format::tables::StreamMetadata;
 pub use log::{
-    Clock, Commit, DEFAULT_SEGMENT_BYTES, Deletion, FAILPOINT_AFTER_WRITE, Failpoint, Filter,
-    Follower, IndexFiles, Log, NextSegment, Options, READ_RUN_BYTES_DEFAULT, Retention,
+    Clock, Commit, CommitRef, DEFAULT_SEGMENT_BYTES, Deletion, FAILPOINT_AFTER_WRITE, Failpoint,
+    Filter, Follower, IndexFiles, Log, NextSegment, Options, READ_RUN_BYTES_DEFAULT, Retention,
     SEGMENT_BYTES_MAX, Subscription, Ticket, Tuning,
 };
 pub use position::{POSITION_SLOT_BYTES, PositionFile};

@@ -5,11 +5,12 @@
 
 mod common;
 
+use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 use common::{Backend, TEST_LIMIT, clock, event, within};
 use durlog::vfs::{FaultConfig, FaultKind, SimVfs};
-use durlog::{Commit, Error, Event, Expected, Log, Options, Subscription};
+use durlog::{Commit, Error, Event, Expected, Filter, Log, Options, Subscription};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -243,6 +244,65 @@ fn read_all_refuses_damaged_bytes() {
         }) => assert_eq!(&file, first),
         other => panic!("{other:?}"),
     }
+}
+
+/// `visit_all` lends exactly what `read_all` returns, in seq order, from
+/// any seq, and stops where its visitor says; the records it lent before
+/// a damaged one stay lent, and the damage is the error, named; a seq a
+/// purge removed is `Purged`, as for `read_all`.
+#[test]
+fn visit_all_lends_what_read_all_returns_and_stops_at_damage() {
+    for seed in 0..40 {
+        let vfs = SimVfs::new(seed);
+        let (log, model) = random_log(seed, &vfs);
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let from = rng.random_range(0..=model.len() as u64 + 2);
+        let stop = rng.random_range(0..=model.len() + 1);
+        let mut lent = Vec::new();
+        log.visit_all(from, &Filter::all(), |commit| {
+            lent.push(commit.to_commit());
+            match lent.len() < stop {
+                true => ControlFlow::Continue(()),
+                false => ControlFlow::Break(()),
+            }
+        })
+        .unwrap();
+        let want = log.read_all(from, stop.max(1)).unwrap();
+        assert_eq!(lent, want, "seed {seed} from {from} stop {stop}");
+        let start = (from.max(1) as usize - 1).min(model.len());
+        let model_want: Vec<Commit> = model[start..].iter().take(stop.max(1)).cloned().collect();
+        assert_eq!(lent, model_want, "seed {seed}");
+        log.close().unwrap();
+    }
+
+    let vfs = SimVfs::new(3);
+    let (log, model) = random_log(3, &vfs);
+    let segments: Vec<_> = vfs
+        .files()
+        .into_iter()
+        .filter(|path| path.extension().is_some_and(|extension| extension == "log"))
+        .collect();
+    let second = segments[1].clone();
+    let stem = second.file_stem().unwrap().to_str().unwrap();
+    let first_of_second = stem.parse::<usize>().unwrap() - 1;
+    assert!(first_of_second > 0 && first_of_second < model.len());
+    vfs.flip_bit_at_rest(&second, 8 * 20).unwrap();
+    let mut lent = Vec::new();
+    let read = log.visit_all(1, &Filter::all(), |commit| {
+        lent.push(commit.to_commit());
+        ControlFlow::Continue(())
+    });
+    match read {
+        Err(Error::Corrupt {
+            file, offset: 0, ..
+        }) => assert_eq!(file, second),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        lent,
+        model[..first_of_second],
+        "every record before the damage, lent"
+    );
 }
 
 fn assert_send_static<T: Send + 'static>() {}

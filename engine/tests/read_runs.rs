@@ -1,12 +1,15 @@
 //! Reads of every size: a log of a few hundred records over tiny segments,
 //! read through runs of a few bytes (`Tuning::read_run_bytes_max`), so that
 //! every read of the whole log crosses many runs and segments; each read
-//! API (`read`, `read_backward`, `read_all`, `read_all_filtered`, a
+//! API (`read`, `read_backward`, `read_all`, `read_all_filtered`,
+//! `visit_all`, a
 //! subscription caught up and ended by a close) compared whole with a
 //! model. With the default 1 MiB run, no test log is larger than one run,
 //! and a reader that stops or skips at a run's end passes every other test.
 
 mod common;
+
+use std::ops::ControlFlow;
 
 use common::clock;
 use durlog::vfs::SimVfs;
@@ -105,7 +108,27 @@ proptest! {
                 (!commit.events.is_empty()).then_some(commit)
             })
             .collect();
-        prop_assert_eq!(log.read_all_filtered(1, usize::MAX, &filter).unwrap(), want);
+        prop_assert_eq!(&log.read_all_filtered(1, usize::MAX, &filter).unwrap(), &want);
+
+        // Lent, not copied: the same records through the filter, and from
+        // `from` as many as `limit` asks.
+        let mut lent = Vec::new();
+        log.visit_all(1, &filter, |commit| {
+            lent.push(commit.to_commit());
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+        prop_assert_eq!(lent, want);
+        let mut lent = Vec::new();
+        log.visit_all(from, &Filter::all(), |commit| {
+            if lent.len() == limit {
+                return ControlFlow::Break(());
+            }
+            lent.push(commit.to_commit());
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+        prop_assert_eq!(lent, log.read_all(from, limit).unwrap());
 
         // Each stream forward and backward.
         for stream in STREAMS {

@@ -97,6 +97,20 @@ impl Event {
         &self.extras
     }
 
+    /// The event, borrowed.
+    pub fn as_ref(&self) -> EventRef<'_> {
+        EventRef {
+            stream: &self.stream,
+            version: self.version,
+            event_type: &self.event_type,
+            data: &self.data,
+            at: self.at,
+            id: self.extras.id,
+            metadata: &self.extras.metadata,
+            content_type: self.extras.content_type.as_deref(),
+        }
+    }
+
     /// An event read back from a batch.
     pub(crate) fn stored(
         stream: String,
@@ -114,5 +128,77 @@ impl Event {
             at,
             extras,
         }
+    }
+}
+
+/// An event as [`crate::Log::visit_all`] hands it over: the fields of an
+/// [`Event`], borrowed from the bytes the read fetched (checked as every
+/// read checks them), copied only by [`EventRef::to_event`]. A projection
+/// that folds the whole log pays for no allocation an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct EventRef<'a> {
+    /// The stream it belongs to.
+    pub stream: &'a str,
+    /// Its version in the stream.
+    pub version: u64,
+    /// What kind of event this is.
+    pub event_type: &'a str,
+    /// The event's bytes.
+    pub data: &'a [u8],
+    /// Unix time in nanoseconds, as `append` set it.
+    pub at: i64,
+    id: Option<[u8; EVENT_ID_BYTES]>,
+    metadata: &'a [u8],
+    content_type: Option<&'a str>,
+}
+
+impl<'a> EventRef<'a> {
+    /// An event of a batch, as its decoder read it.
+    pub(crate) fn stored(
+        (stream, version): (&'a str, u64),
+        (event_type, data, at): (&'a str, &'a [u8], i64),
+        (id, metadata, content_type): (Option<[u8; EVENT_ID_BYTES]>, &'a [u8], Option<&'a str>),
+    ) -> EventRef<'a> {
+        EventRef {
+            stream,
+            version,
+            event_type,
+            data,
+            at,
+            id,
+            metadata,
+            content_type,
+        }
+    }
+
+    /// Its id, if it has one.
+    pub fn id(&self) -> Option<[u8; EVENT_ID_BYTES]> {
+        self.id
+    }
+
+    /// Its metadata; empty if none.
+    pub fn metadata(&self) -> &'a [u8] {
+        self.metadata
+    }
+
+    /// Its content type, if it has one.
+    pub fn content_type(&self) -> Option<&'a str> {
+        self.content_type
+    }
+
+    /// The event, copied: what `read` and `read_all` return.
+    pub fn to_event(&self) -> Event {
+        Event::stored(
+            self.stream.to_owned(),
+            self.version,
+            self.event_type.to_owned(),
+            self.data.to_vec(),
+            self.at,
+            Extras {
+                id: self.id,
+                metadata: self.metadata.to_vec(),
+                content_type: self.content_type.map(str::to_owned),
+            },
+        )
     }
 }

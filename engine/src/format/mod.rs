@@ -51,7 +51,10 @@ pub use tables::{
 // way: all of them, used inside the crate today or not (hence the allow).
 #[allow(unused_imports)]
 pub(crate) use self::{
-    batch::{Batch, BatchError, EVENT_ID_BYTES, Event, MAX_NAME_BYTES, decode_batch, encode_batch},
+    batch::{
+        Batch, BatchError, EVENT_ID_BYTES, Event, EventRef, MAX_NAME_BYTES, decode_batch,
+        encode_batch,
+    },
     file_names::segment_name,
     record::{
         HEADER_SIZE, MAX_PAYLOAD_BYTES, Record, RecordError, append_record, crc32c, parse_record,
@@ -60,8 +63,8 @@ pub(crate) use self::{
     tables::{StreamMetadata, Tables},
 };
 pub(crate) use batch::{
-    batch_stream, decode_batch_where, encode_batch_at, event_ids, first_version_at,
-    set_first_version,
+    batch_stream, encode_batch_at, event_ids, first_version_at, set_first_version,
+    visit_batch_where,
 };
 pub(crate) use record::HEADER_SEQ_FIELD;
 pub(crate) use repair::single_bit_repair;

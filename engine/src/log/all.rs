@@ -5,15 +5,16 @@
 //! come from the segment files, a run of records per read, each record
 //! checked (CRC, seq) before any of it is returned.
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use durlog_vfs::{VfsFile, read_exact_at_onto};
 
 use crate::error::Error;
-use crate::format::parse_record;
+use crate::format::{EventRef, parse_record};
 use crate::segment::{Handles, read_record_bytes};
 
-use super::commit::Commit;
+use super::commit::{Commit, CommitRef};
 use super::filter::{Filter, Keep};
 use super::group::Published;
 use super::settings::Settings;
@@ -97,9 +98,43 @@ impl Log {
         filter: &Filter,
     ) -> Result<Vec<Commit>, Error> {
         let mut commits = Vec::new();
-        let mut seq = from_seq.max(1);
+        self.visit(from_seq, limit, filter, &mut |commit| {
+            commits.push(commit.to_commit());
+            match commits.len() < limit {
+                true => ControlFlow::Continue(()),
+                false => ControlFlow::Break(()),
+            }
+        })?;
+        Ok(commits)
+    }
+
+    /// Lends `visit` each record [`Log::read_all_filtered`] would return,
+    /// in seq order, borrowed from the bytes read (checked as every read
+    /// checks them), until it answers `Break` or the acknowledged records
+    /// end: a projection folds the whole log with no copy of an event.
+    /// A record lent stays lent when a later one fails: the error comes
+    /// after it. `Err(Error::Purged)` as for `read_all`.
+    pub fn visit_all(
+        &self,
+        from_seq: u64,
+        filter: &Filter,
+        mut visit: impl FnMut(&CommitRef<'_>) -> ControlFlow<()>,
+    ) -> Result<(), Error> {
+        self.visit(from_seq, usize::MAX, filter, &mut visit)
+    }
+
+    /// Lends `visit` at most `limit` records from `from_seq` through
+    /// `filter`, or fewer if it answers `Break`.
+    fn visit(
+        &self,
+        from_seq: u64,
+        limit: usize,
+        filter: &Filter,
+        visit: &mut dyn FnMut(&CommitRef<'_>) -> ControlFlow<()>,
+    ) -> Result<(), Error> {
+        let (mut lent, mut seq) = (0, from_seq.max(1));
         let mut buf = Vec::new();
-        while commits.len() < limit {
+        while lent < limit {
             let (changes, runs, keep) = {
                 let shared = lock(&self.shared);
                 let state = &shared.state;
@@ -110,7 +145,7 @@ impl Log {
                 }
                 // What is left to fetch, or more once some were filtered
                 // out: few records of a busy log may match.
-                let wanted = (limit - commits.len()) as u64;
+                let wanted = (limit - lent) as u64;
                 let count = if seq == from_seq.max(1) {
                     wanted
                 } else {
@@ -123,8 +158,11 @@ impl Log {
             if runs.is_empty() {
                 break;
             }
-            let before = commits.len();
+            let mut flow = ControlFlow::Continue(());
             let outcome = runs.iter().try_for_each(|run| {
+                if flow.is_break() {
+                    return Ok(());
+                }
                 let file = self.segment_file(run)?;
                 read_run(
                     &self.settings,
@@ -134,25 +172,25 @@ impl Log {
                     &mut buf,
                     &mut |seen, commit| {
                         seq = seen + 1;
-                        commits.extend(commit);
+                        let Some(commit) = commit else {
+                            return ControlFlow::Continue(());
+                        };
+                        lent += 1;
+                        flow = visit(&commit);
+                        flow
                     },
                 )
             });
             match outcome {
                 // A purge or a truncation explains a file gone or cut short:
-                // read this part again.
-                Err(_) if lock(&self.shared).state.changes != changes => {
-                    commits.truncate(before);
-                    seq = commits
-                        .last()
-                        .map_or(from_seq.max(1), |commit| commit.seq + 1);
-                }
+                // read on from the record that failed.
+                Err(_) if lock(&self.shared).state.changes != changes => {}
                 Err(error) => return Err(error),
+                Ok(()) if flow.is_break() => break,
                 Ok(()) => {}
             }
         }
-        commits.truncate(limit);
-        Ok(commits)
+        Ok(())
     }
 
     fn segment_file(&self, run: &Run) -> Result<Arc<dyn VfsFile>, Error> {
@@ -162,62 +200,56 @@ impl Log {
     }
 }
 
-/// Reads `run` from `file` (its segment) with one call and hands each
-/// record to `deliver`, in seq order: its seq, and its commit with the
-/// events `keep` keeps (`None` if none). A record that fails its check is
-/// read again alone, once, before it is reported: a flaky read is not
-/// damage.
+/// Reads `run` from `file` (its segment) with one call and lends each
+/// record to `deliver`, in seq order, until it answers `Break`: its seq,
+/// and its commit with the events `keep` keeps (`None` if none). A record
+/// that fails its check is read again alone, once, before it is reported:
+/// a flaky read is not damage.
 pub(crate) fn read_run(
     settings: &Settings,
     file: &dyn VfsFile,
     run: &Run,
     keep: &Keep<'_>,
     buf: &mut Vec<u8>,
-    deliver: &mut dyn FnMut(u64, Option<Commit>),
+    deliver: &mut dyn FnMut(u64, Option<CommitRef<'_>>) -> ControlFlow<()>,
 ) -> Result<(), Error> {
     let (base, end) = (run.ranges[0].0, run.ranges[run.ranges.len() - 1].1);
     buf.clear();
     read_exact_at_onto(file, buf, (end - base) as usize, base)?;
+    let (mut events, mut again) = (Vec::new(), Vec::new());
     for (position, &(start, end)) in run.ranges.iter().enumerate() {
         let seq = run.first + position as u64;
         let bytes = &buf[(start - base) as usize..(end - base) as usize];
-        let commit = match check_commit(bytes, seq, keep) {
-            Ok(commit) => commit,
-            Err(_) => reread(
-                settings,
-                file,
-                run.segment_first_seq,
-                seq,
-                (start, end),
-                keep,
-            )?,
+        let flow = match check_commit(bytes, seq, keep, &mut events) {
+            Ok(commit) => deliver(seq, commit),
+            Err(_) => {
+                let bytes = read_record_bytes(file, start, end - start, &mut again)?;
+                let mut events = Vec::new();
+                let commit = check_commit(bytes, seq, keep, &mut events).map_err(|reason| {
+                    Error::Corrupt {
+                        file: settings.segment_path(run.segment_first_seq),
+                        offset: start,
+                        reason,
+                    }
+                })?;
+                deliver(seq, commit)
+            }
         };
-        deliver(seq, commit);
+        if flow.is_break() {
+            break;
+        }
     }
     Ok(())
 }
 
-/// Reads the record with `seq` at `range` of its segment again, alone.
-fn reread(
-    settings: &Settings,
-    file: &dyn VfsFile,
-    segment_first_seq: u64,
+/// The record in `bytes` as a [`CommitRef`] of the events `keep` keeps
+/// (held in `events`), if it is valid, whole and the one with `seq`.
+fn check_commit<'r: 'e, 'e>(
+    bytes: &'r [u8],
     seq: u64,
-    (start, end): (u64, u64),
     keep: &Keep<'_>,
-) -> Result<Option<Commit>, Error> {
-    let mut buf = Vec::new();
-    let bytes = read_record_bytes(file, start, end - start, &mut buf)?;
-    check_commit(bytes, seq, keep).map_err(|reason| Error::Corrupt {
-        file: settings.segment_path(segment_first_seq),
-        offset: start,
-        reason,
-    })
-}
-
-/// The record in `bytes` as a [`Commit`] of the events `keep` keeps, if
-/// it is valid, whole and the one with `seq`.
-fn check_commit(bytes: &[u8], seq: u64, keep: &Keep<'_>) -> Result<Option<Commit>, String> {
+    events: &'e mut Vec<EventRef<'r>>,
+) -> Result<Option<CommitRef<'e>>, String> {
     let record = parse_record(bytes).map_err(|error| error.to_string())?;
     if record.len != bytes.len() {
         return Err(format!(
@@ -227,7 +259,7 @@ fn check_commit(bytes: &[u8], seq: u64, keep: &Keep<'_>) -> Result<Option<Commit
             bytes.len()
         ));
     }
-    keep.commit(&record, seq)
+    keep.lend(&record, seq, events)
 }
 
 /// A reader's own handles to segment files, for readers that outlive a

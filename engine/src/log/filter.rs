@@ -12,13 +12,14 @@
 //!
 //! A record is filtered before its data is copied: the stream is read from
 //! the batch's head, and an event whose type (or version, or time) is not
-//! kept is passed over in place ([`Keep::commit`]).
+//! kept is passed over in place ([`Keep::lend`]), and one kept is lent to
+//! the reader, copied only for a reader that returns it ([`Keep::commit`]).
 
 use std::collections::BTreeMap;
 
-use crate::format::{Record, decode_batch_where};
+use crate::format::{EventRef, Record, visit_batch_where};
 
-use super::commit::Commit;
+use super::commit::{Commit, CommitRef};
 use super::group::Published;
 use super::streams::Shown;
 
@@ -135,15 +136,29 @@ impl<'a> Keep<'a> {
     /// The record's commit with the events kept, `None` if none is; an
     /// error if it is not the record with `seq`, or its batch is damaged.
     pub(crate) fn commit(&self, record: &Record<'_>, seq: u64) -> Result<Option<Commit>, String> {
+        let mut events = Vec::new();
+        let commit = self.lend(record, seq, &mut events)?;
+        Ok(commit.map(|commit| commit.to_commit()))
+    }
+
+    /// [`Keep::commit`], borrowed from the record (`events` holds the
+    /// events kept; it is cleared first).
+    pub(crate) fn lend<'r: 'e, 'e>(
+        &self,
+        record: &Record<'r>,
+        seq: u64,
+        events: &'e mut Vec<EventRef<'r>>,
+    ) -> Result<Option<CommitRef<'e>>, String> {
         if record.seq != seq {
             return Err(format!(
                 "record holds seq {} in {} bytes, the log expects seq {seq}",
                 record.seq, record.len
             ));
         }
+        events.clear();
         // Set by the stream's check, which comes before any event's.
         let shown = std::cell::Cell::new(Shown::ALL);
-        let batch = decode_batch_where(
+        let head = visit_batch_where(
             record.payload,
             |stream| {
                 if let Some(rules) = self.shown.get(stream) {
@@ -154,15 +169,18 @@ impl<'a> Keep<'a> {
             |version, event_type, at| {
                 shown.get().shows(version, at) && self.filter.keeps_type(event_type)
             },
+            |_, event| events.push(event),
         )
         .map_err(|error| error.to_string())?;
-        Ok(batch
-            .filter(|batch| !batch.events.is_empty())
-            .map(|batch| Commit {
-                seq,
-                stream: batch.stream,
-                first_version: batch.first_version,
-                events: batch.events,
-            }))
+        let Some(head) = head.filter(|_| !events.is_empty()) else {
+            return Ok(None);
+        };
+        let events: &'e [EventRef<'r>] = events;
+        Ok(Some(CommitRef {
+            seq,
+            stream: head.stream,
+            first_version: head.first_version,
+            events,
+        }))
     }
 }

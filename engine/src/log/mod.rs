@@ -58,7 +58,7 @@ mod streams;
 mod subscribe;
 mod writer;
 
-pub use commit::Commit;
+pub use commit::{Commit, CommitRef};
 pub use filter::Filter;
 pub use follower::Follower;
 pub use group::Ticket;

@@ -3,7 +3,7 @@
 //! it is returned. Reads take the shared lock only to copy locations.
 
 use crate::error::Error;
-use crate::format::{Event, decode_batch, parse_record};
+use crate::format::{Event, EventRef, parse_record, visit_batch_where};
 use crate::index::{Location, StreamIndex};
 use crate::segment::read_record_bytes;
 
@@ -80,10 +80,10 @@ impl Log {
             },
             &mut |events, batch| {
                 let from = from.max(shown.get().from_version);
-                let wanted = batch.into_iter().filter(|event| {
+                let wanted = batch.iter().filter(|event| {
                     event.version >= from && shown.get().shows(event.version, event.at)
                 });
-                events.extend(wanted.take(limit - events.len()));
+                events.extend(wanted.take(limit - events.len()).map(EventRef::to_event));
             },
         )
     }
@@ -128,16 +128,17 @@ impl Log {
                     .collect())
             },
             &mut |events, batch| {
-                let wanted = batch.into_iter().rev().filter(|event| {
+                let wanted = batch.iter().rev().filter(|event| {
                     event.version <= top.get() && shown.get().shows(event.version, event.at)
                 });
-                events.extend(wanted.take(limit - events.len()));
+                events.extend(wanted.take(limit - events.len()).map(EventRef::to_event));
             },
         )
     }
 
-    /// Reads the records `places` finds (under the shared lock), handing
-    /// each one's events to `take` until `limit` events are taken. A read
+    /// Reads the records `places` finds (under the shared lock), lending
+    /// each one's events to `take`, which copies those it wants, until
+    /// `limit` events are taken. A read
     /// that fails while a purge or a truncation changed the log looks
     /// again: the file it lost was not damaged.
     fn read_places(
@@ -145,7 +146,7 @@ impl Log {
         stream: &str,
         limit: usize,
         places: &mut dyn FnMut(&Published) -> Result<Vec<Place>, Error>,
-        take: &mut dyn FnMut(&mut Vec<Event>, Vec<Event>),
+        take: &mut dyn FnMut(&mut Vec<Event>, &[EventRef<'_>]),
     ) -> Result<Vec<Event>, Error> {
         loop {
             let (changes, places) = {
@@ -156,12 +157,12 @@ impl Log {
             let mut buf = Vec::new();
             let mut outcome = Ok(());
             for place in places {
-                match self.read_batch(stream, &place, &mut buf) {
-                    Ok(batch) => take(&mut events, batch),
-                    Err(error) => {
-                        outcome = Err(error);
-                        break;
-                    }
+                let read = self.read_batch(stream, &place, &mut buf, &mut |batch| {
+                    take(&mut events, batch);
+                });
+                if let Err(error) = read {
+                    outcome = Err(error);
+                    break;
                 }
                 if events.len() == limit {
                     break;
@@ -175,14 +176,16 @@ impl Log {
         }
     }
 
-    /// Reads and checks one record. A failed check is read once more, so a
-    /// flaky read is not reported as damage.
+    /// Reads and checks one record, and lends its events to `take`. A
+    /// failed check is read once more, so a flaky read is not reported as
+    /// damage.
     fn read_batch(
         &self,
         stream: &str,
         place: &Place,
         buf: &mut Vec<u8>,
-    ) -> Result<Vec<Event>, Error> {
+        take: &mut dyn FnMut(&[EventRef<'_>]),
+    ) -> Result<(), Error> {
         // Names are built only to open a file or report damage: a read of
         // a cached segment formats nothing.
         let path = || self.settings.segment_path(place.first_seq);
@@ -198,8 +201,12 @@ impl Log {
             // A damaged length field must not size an allocation: the
             // record ends within the segment's acknowledged bytes.
             let bytes = read_record_bytes(file.as_ref(), offset, place.segment_len - offset, buf)?;
-            match check_read(bytes, stream, place.location.first_version) {
-                Ok(events) => return Ok(events),
+            let mut events = Vec::new();
+            match check_read(bytes, stream, place.location.first_version, &mut events) {
+                Ok(()) => {
+                    take(&events);
+                    return Ok(());
+                }
                 Err(why) => reason = why,
             }
         }
@@ -225,16 +232,30 @@ fn check_kept(state: &Published, index: &StreamIndex, version: u64) -> Result<()
     Ok(())
 }
 
-/// The events of the record in `buf`, if it is valid and holds `stream`
-/// from `first_version`, as the index says it must.
-fn check_read(buf: &[u8], stream: &str, first_version: u64) -> Result<Vec<Event>, String> {
+/// The events of the record in `buf` (into `events`), if it is valid and
+/// holds `stream` from `first_version`, as the index says it must.
+fn check_read<'r>(
+    buf: &'r [u8],
+    stream: &str,
+    first_version: u64,
+    events: &mut Vec<EventRef<'r>>,
+) -> Result<(), String> {
     let record = parse_record(buf).map_err(|error| error.to_string())?;
-    let batch = decode_batch(record.payload).map_err(|error| error.to_string())?;
-    if batch.stream != stream || batch.first_version != first_version {
+    let head = visit_batch_where(
+        record.payload,
+        |_| true,
+        |_, _, _| true,
+        |_, event| {
+            events.push(event);
+        },
+    )
+    .map_err(|error| error.to_string())?
+    .expect("every stream is kept");
+    if head.stream != stream || head.first_version != first_version {
         return Err(format!(
             "record holds stream {:?} from version {}, the index expects {stream:?} from version {first_version}",
-            batch.stream, batch.first_version
+            head.stream, head.first_version
         ));
     }
-    Ok(batch.events)
+    Ok(())
 }

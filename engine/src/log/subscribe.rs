@@ -18,6 +18,7 @@
 //! a truncation, or where the bytes there are not the records it expects.
 
 use std::collections::VecDeque;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -350,7 +351,8 @@ impl Subscription {
             &mut |seq, commit| {
                 debug_assert_eq!(seq, next_seq, "subscriptions skip no seq");
                 next_seq = seq + 1;
-                ahead.extend(commit);
+                ahead.extend(commit.map(|commit| commit.to_commit()));
+                ControlFlow::Continue(())
             },
         );
         // Past what was read ahead, even if the run failed part way: those

@@ -21,7 +21,7 @@ pub struct Extras {
 }
 
 impl Extras {
-    pub fn of(event: &durlog::Event) -> Extras {
+    pub fn of(event: &durlog::EventRef<'_>) -> Extras {
         Extras {
             id: event.id(),
             metadata: event.metadata().to_vec(),
@@ -52,7 +52,7 @@ impl ModelEvent {
 
     /// `event` as acknowledged at `at`.
     pub fn acknowledged(event: durlog::Event, at: i64) -> ModelEvent {
-        let extras = Extras::of(&event);
+        let extras = Extras::of(&event.as_ref());
         ModelEvent {
             event_type: event.event_type,
             data: event.data,

@@ -1,14 +1,14 @@
 //! The batch's decoder: [`decode_batch`], the filtering
-//! `decode_batch_where`, the copy-free validator [`inspect_batch`] and
+//! `visit_batch_where`, the copy-free validator [`inspect_batch`] and
 //! `event_ids`, all through one reader of each field (`read_head`,
 //! `read_event`, `read_extras`) that bounds-checks what it reads against
 //! what remains and names the field when it runs past the end. The layout
 //! they read is the parent module's (`batch/mod.rs`, FORMAT.md "Batch").
 
-use super::super::event::Extras;
+use super::super::event::EventRef;
 use super::super::{u16_at, u32_at, u64_at};
 use super::{
-    Batch, BatchError, EVENT_FIXED_BYTES, EVENT_ID_BYTES, EXTRAS_FLAG, EXTRAS_KNOWN, Event,
+    Batch, BatchError, EVENT_FIXED_BYTES, EVENT_ID_BYTES, EXTRAS_FLAG, EXTRAS_KNOWN,
     HAS_CONTENT_TYPE, HAS_ID, HAS_METADATA, NAME_LEN_BYTES, STREAM_LEN_AT, TYPE_LEN_AT, count_at,
     event_fields_at, events_at, first_version_at,
 };
@@ -22,7 +22,11 @@ pub fn decode_batch(payload: &[u8]) -> Result<Batch, BatchError> {
     let mut extras = Extensions::new(payload, head.stream.len());
     for index in 0..u64::from(head.count) {
         let (event, next_at) = read_event(payload, event_at, &mut extras)?;
-        events.push(event.to_event(head.stream, head.first_version + index));
+        events.push(
+            event
+                .to_ref(head.stream, head.first_version + index)
+                .to_event(),
+        );
         event_at = next_at;
     }
     extras.check_used()?;
@@ -34,39 +38,36 @@ pub fn decode_batch(payload: &[u8]) -> Result<Batch, BatchError> {
     })
 }
 
-/// A record's batch with only the events `keep` accepts (given each one's
-/// version, type and time) copied out, or `None` if `keep_stream` refuses
-/// its stream: a reader that filters pays for the data it returns, not for
-/// the data it skips. The payload is a CRC-checked record's, whose batch
-/// was checked before it was written and at recovery; every field read is
-/// still bounds-checked.
-pub(crate) fn decode_batch_where(
-    payload: &[u8],
+/// The events of a record's batch that `keep` accepts (given each one's
+/// version, type and time), each handed to `each` as it is read, borrowed
+/// from the payload; `None` if `keep_stream` refuses its stream. An error
+/// may come after some were handed over, so a caller hands nothing on
+/// before this returns. A reader that filters pays for the data it keeps,
+/// not for the data it skips. The payload is a CRC-checked record's, whose
+/// batch was checked before it was written and at recovery; every field
+/// read is still bounds-checked.
+pub(crate) fn visit_batch_where<'a>(
+    payload: &'a [u8],
     keep_stream: impl FnOnce(&str) -> bool,
     keep: impl Fn(u64, &str, i64) -> bool,
-) -> Result<Option<Batch>, BatchError> {
+    mut each: impl FnMut(&BatchView<'a>, EventRef<'a>),
+) -> Result<Option<BatchView<'a>>, BatchError> {
     let (head, mut event_at) = read_head(payload)?;
     if !keep_stream(head.stream) {
         return Ok(None);
     }
-    // The count fits the bytes (`check_count_fits`): sized once, no growth.
-    let mut events = Vec::with_capacity(head.count as usize);
     let mut extras = Extensions::new(payload, head.stream.len());
     for index in 0..u64::from(head.count) {
         let (event, next_at) = read_event(payload, event_at, &mut extras)?;
         let version = head.first_version + index;
         if keep(version, event.event_type, event.at) {
-            events.push(event.to_event(head.stream, version));
+            each(&head, event.to_ref(head.stream, version));
         }
         event_at = next_at;
     }
     extras.check_used()?;
     check_end(payload, event_at)?;
-    Ok(Some(Batch {
-        stream: head.stream.to_owned(),
-        first_version: head.first_version,
-        events,
-    }))
+    Ok(Some(head))
 }
 
 /// What recovery needs of a batch, borrowed from the payload.
@@ -137,21 +138,13 @@ struct EventView<'a> {
     extras: ExtrasView<'a>,
 }
 
-impl EventView<'_> {
-    fn to_event(&self, stream: &str, version: u64) -> Event {
-        let extras = Extras {
-            id: self.extras.id,
-            metadata: self.extras.metadata.to_vec(),
-            content_type: self.extras.content_type.map(str::to_owned),
-        };
-        let (event_type, data) = (self.event_type.to_owned(), self.data.to_vec());
-        Event::stored(
-            stream.to_owned(),
-            version,
-            event_type,
-            data,
-            self.at,
-            extras,
+impl<'a> EventView<'a> {
+    fn to_ref(&self, stream: &'a str, version: u64) -> EventRef<'a> {
+        let extras = &self.extras;
+        EventRef::stored(
+            (stream, version),
+            (self.event_type, self.data, self.at),
+            (extras.id, extras.metadata, extras.content_type),
         )
     }
 }

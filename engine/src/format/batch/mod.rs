@@ -42,12 +42,12 @@ use std::fmt;
 mod decode;
 
 use super::event::Extras;
-pub use super::event::{EVENT_ID_BYTES, Event};
+pub use super::event::{EVENT_ID_BYTES, Event, EventRef};
 use super::{put_field, u16_at};
 #[cfg(test)]
 use super::{u32_at, u64_at};
 pub use decode::{BatchView, decode_batch, inspect_batch};
-pub(crate) use decode::{decode_batch_where, event_ids};
+pub(crate) use decode::{event_ids, visit_batch_where};
 
 /// Longest stream name or event type, in bytes (a `u16` length on disk).
 pub const MAX_NAME_BYTES: usize = u16::MAX as usize;

@@ -28,6 +28,7 @@ use crate::golden;
 use crate::model::{IdsSay, Model, ModelEvent};
 use crate::report::Excuse;
 
+mod all;
 mod change;
 pub(super) mod excuse;
 mod filter;

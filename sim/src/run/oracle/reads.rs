@@ -7,11 +7,12 @@
 use crate::run::clock::{Clock, time_at};
 use std::collections::BTreeMap;
 
-use durlog::{Commit, Error, Event, Log};
+use durlog::{Commit, Error, Event, EventRef, Log};
 use durlog_vfs::FaultEvent;
 
 use crate::model::{Extras, ModelEvent};
 
+use super::all::Reader;
 use super::excuse::{self, Evidence};
 use super::{Check, Oracle, SubFilter};
 
@@ -102,7 +103,12 @@ impl Oracle {
             ));
         }
         for (i, (event, model)) in events.iter().zip(want).enumerate() {
-            check_event(stream, event, model, first_kept + (start + i) as u64)?;
+            check_event(
+                stream,
+                &event.as_ref(),
+                model,
+                first_kept + (start + i) as u64,
+            )?;
         }
         Ok(())
     }
@@ -170,7 +176,7 @@ impl Oracle {
         }
         for event in &commit.events {
             let model = &events[(event.version - first_version) as usize];
-            check_event(stream, event, model, event.version)?;
+            check_event(stream, &event.as_ref(), model, event.version)?;
         }
         *next = seq + 1;
         Ok(())
@@ -180,7 +186,7 @@ impl Oracle {
     /// that `filter` keeps as `view` reads them, with whether that is
     /// exact (see [`View`]). A view, not a copy: the oracle asks this of
     /// every record at every reopen.
-    fn kept_events<'m>(
+    pub(super) fn kept_events<'m>(
         &self,
         stream: &'m str,
         first_version: u64,
@@ -199,6 +205,7 @@ impl Oracle {
             View::AppliedWhileReading => (1, !ruled()),
         };
         Kept {
+            stream,
             first_version,
             events,
             from,
@@ -227,138 +234,6 @@ impl Oracle {
             }
         }
         floors
-    }
-
-    /// The whole log, read in seq order, is the model's records with all
-    /// their events (`$all` is history); and read with the streams'
-    /// metadata applied, each with the events its stream shows.
-    pub(super) fn check_read_all(&mut self, log: &Log, evidence: &Evidence<'_>) -> Check {
-        let first = self.model.first_seq();
-        if first > 1
-            && !matches!(log.read_all(first - 1, 1), Err(Error::Purged { first_seq }) if first_seq == first)
-        {
-            return Err(format!(
-                "read_all from {} (purged) did not answer Purged",
-                first - 1
-            ));
-        }
-        self.check_history_and_applied(log, evidence, self.model.first_seq())
-    }
-
-    /// The whole log read as history, and from `applied_from` with the
-    /// streams' metadata applied (with no stream ever ruled, the two
-    /// reads are one).
-    fn check_history_and_applied(
-        &mut self,
-        log: &Log,
-        evidence: &Evidence<'_>,
-        applied_from: u64,
-    ) -> Check {
-        self.check_read_all_through(log, evidence, &SubFilter::default())?;
-        if self.model.tables.ever.is_empty() {
-            return Ok(());
-        }
-        let applying = SubFilter {
-            applying_metadata: true,
-            ..SubFilter::default()
-        };
-        self.check_read_all_from(log, evidence, &applying, applied_from)
-    }
-
-    /// `read_all_filtered` through `filter` from the first seq kept: in
-    /// seq order, each record with events the filter keeps, with exactly
-    /// those (history), or those the streams' rules show now (metadata
-    /// applied: exact unless a maximum age decides), none left out.
-    pub(crate) fn check_read_all_through(
-        &mut self,
-        log: &Log,
-        evidence: &Evidence<'_>,
-        filter: &SubFilter,
-    ) -> Check {
-        let first = self.model.first_seq();
-        self.check_read_all_from(log, evidence, filter, first)
-    }
-
-    /// `read_all_filtered` through `filter` from `first` (a seq kept, or
-    /// the next), as `check_read_all_through` judges it.
-    fn check_read_all_from(
-        &mut self,
-        log: &Log,
-        evidence: &Evidence<'_>,
-        filter: &SubFilter,
-        first: u64,
-    ) -> Check {
-        debug_assert!(first >= self.model.first_seq(), "{first} was purged");
-        let mark = evidence.vfs.fault_log_len();
-        let commits = match log.read_all_filtered(first, usize::MAX, &filter.engine_filter()) {
-            Ok(commits) => commits,
-            Err(error) => {
-                let faults = evidence.vfs.fault_log_since(mark);
-                return self.excuse_read_error(&error, evidence, &faults);
-            }
-        };
-        let faults = evidence.vfs.fault_log_since(mark);
-        let what = || format!("read_all from {first} through {filter:?}");
-        excuse::no_read_error_swallowed(what, &faults)?;
-        let view = match filter.applying_metadata {
-            true => View::AppliedNow,
-            false => View::History,
-        };
-        let mut returned = commits.iter().peekable();
-        for seq in first..=self.model.last_seq() {
-            let Some((stream, first_version, events)) = self.model.record(seq) else {
-                continue;
-            };
-            let kept = self.kept_events(stream, first_version, events, filter, view);
-            match returned.next_if(|commit| commit.seq == seq) {
-                Some(commit) => self
-                    .check_shown(commit, &kept)
-                    .map_err(|error| format!("{}: {error}", what()))?,
-                None if kept.strict && kept.any() => {
-                    return Err(format!("{} left out seq {seq} of {stream}", what()));
-                }
-                None => {}
-            }
-        }
-        match returned.next() {
-            Some(commit) => Err(format!(
-                "{} returned seq {} out of order or unacknowledged (the last acknowledged is {})",
-                what(),
-                commit.seq,
-                self.model.last_seq()
-            )),
-            None => Ok(()),
-        }
-    }
-
-    /// A record a read of the whole log returned holds exactly the events
-    /// its reader keeps (`kept`), as acknowledged.
-    fn check_shown(&self, commit: &Commit, kept: &Kept<'_>) -> Check {
-        let Some((stream, first_version, events)) = self.model.record(commit.seq) else {
-            return Ok(());
-        };
-        let delivered = || commit.events.iter().map(|event| event.version);
-        if commit.stream != stream
-            || commit.first_version != first_version
-            || commit.events.is_empty()
-            || (kept.strict && !delivered().eq(kept.versions()))
-            || !delivered().all(|version| kept.keeps(version))
-            || !delivered().is_sorted()
-        {
-            return Err(format!(
-                "returned seq {} as {} from {} with versions {:?}; acknowledged: {stream} from {first_version}, kept {:?}",
-                commit.seq,
-                commit.stream,
-                commit.first_version,
-                delivered().collect::<Vec<_>>(),
-                kept.versions().collect::<Vec<_>>()
-            ));
-        }
-        for event in &commit.events {
-            let model = &events[(event.version - first_version) as usize];
-            check_event(stream, event, model, event.version)?;
-        }
-        Ok(())
     }
 
     /// Every stream reads back exactly as acknowledged, as its metadata
@@ -410,7 +285,7 @@ impl Oracle {
         for (name, first_version) in firsts {
             self.read_and_check(log, &name, first_version, usize::MAX, evidence, clock)?;
         }
-        self.check_history_and_applied(log, evidence, from)
+        self.check_history_and_applied(log, evidence, from, Reader::Lending)
     }
 
     /// `stream` read from `from`, at most `limit` events, and checked.
@@ -513,7 +388,7 @@ impl Oracle {
 
 /// How a reader of the whole log treats the streams' metadata.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum View {
+pub(super) enum View {
     /// `$all` as history: every acknowledged event the filter keeps,
     /// exactly.
     History,
@@ -527,19 +402,20 @@ enum View {
 }
 
 /// The events of one record that a reader keeps (`Oracle::kept_events`).
-struct Kept<'m> {
-    first_version: u64,
-    events: &'m [ModelEvent],
+pub(super) struct Kept<'m> {
+    pub(super) stream: &'m str,
+    pub(super) first_version: u64,
+    pub(super) events: &'m [ModelEvent],
     /// The first version the stream's metadata shows (1: all).
     from: u64,
     keeps_stream: bool,
     filter: &'m SubFilter,
     /// The kept events are exactly what a reader must get, not a bound.
-    strict: bool,
+    pub(super) strict: bool,
 }
 
 impl Kept<'_> {
-    fn keeps(&self, version: u64) -> bool {
+    pub(super) fn keeps(&self, version: u64) -> bool {
         let index = version.wrapping_sub(self.first_version);
         self.keeps_stream
             && version >= self.from
@@ -547,23 +423,31 @@ impl Kept<'_> {
                 .is_some_and(|event| self.filter.keeps_type(&event.event_type))
     }
 
-    fn versions(&self) -> impl Iterator<Item = u64> + '_ {
+    pub(super) fn versions(&self) -> impl Iterator<Item = u64> + '_ {
         (self.first_version..)
             .take(self.events.len())
             .filter(|&version| self.keeps(version))
     }
 
-    fn any(&self) -> bool {
+    pub(super) fn any(&self) -> bool {
         self.versions().next().is_some()
     }
 }
 
-fn check_event(stream: &str, event: &Event, model: &ModelEvent, version: u64) -> Check {
-    let extras = Extras::of(event);
-    if extras != model.extras {
+pub(super) fn check_event(
+    stream: &str,
+    event: &EventRef<'_>,
+    model: &ModelEvent,
+    version: u64,
+) -> Check {
+    let extras = &model.extras;
+    if event.id() != extras.id
+        || event.metadata() != extras.metadata
+        || event.content_type() != extras.content_type.as_deref()
+    {
         return Err(format!(
-            "{stream} version {version}: read with {extras:?}, acknowledged with {:?}",
-            model.extras
+            "{stream} version {version}: read with {:?}, acknowledged with {extras:?}",
+            Extras::of(event)
         ));
     }
     if event.stream != stream
