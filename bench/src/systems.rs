@@ -12,7 +12,8 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use durlog::{Event, Expected, Log, Options};
+use durlog::vfs::PosixVfs;
+use durlog::{Event, Expected, IndexFiles, Log, Options, Tuning};
 
 use crate::harness::{Sample, System, Writer};
 
@@ -30,6 +31,15 @@ pub trait Opened: System {
     fn as_system(&self) -> &dyn System;
 }
 
+/// durlog with segments small enough to roll every few hundred
+/// milliseconds of appends, with and without the indexing thread
+/// (`IndexFiles::Background`) writing each sealed segment's index file:
+/// what index files cost the appends, side by side (not in [`ALL`]; name
+/// them in `--systems`).
+pub const DURLOG_SMALL_SEGMENTS: &str = "durlog-4mib-segments";
+pub const DURLOG_INDEX_FILES: &str = "durlog-4mib-segments-index-files";
+const SMALL_SEGMENT_BYTES: u64 = 4 << 20;
+
 /// Opens `name` in the fresh directory `dir`.
 pub fn open(name: &str, dir: &Path) -> Result<Box<dyn Opened>> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -45,6 +55,20 @@ pub fn open(name: &str, dir: &Path) -> Result<Box<dyn Opened>> {
         "durlog" => Box::new(Durlog {
             log: Log::open(dir, Options::default())?,
         }),
+        DURLOG_SMALL_SEGMENTS | DURLOG_INDEX_FILES => {
+            let options = Options {
+                segment_bytes: SMALL_SEGMENT_BYTES,
+                ..Options::default()
+            };
+            let tuning = Tuning::default().with(|tuning| {
+                if name == DURLOG_INDEX_FILES {
+                    tuning.index_files = IndexFiles::Background;
+                }
+            });
+            Box::new(Durlog {
+                log: Log::open_tuned(PosixVfs, dir, options, tuning)?,
+            })
+        }
         "okaywal" => peers::okaywal(dir)?,
         "raft-engine" => peers::raft_engine(dir)?,
         "fjall" => peers::fjall(dir)?,

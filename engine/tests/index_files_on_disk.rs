@@ -10,8 +10,9 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use common::{clock, crash_only_disk, event};
+use common::{TEST_LIMIT, clock, crash_only_disk, event, within};
 use durlog::format::{SegmentIndex, parse_index_file_name, parse_segment_name};
 use durlog::vfs::SimVfs;
 use durlog::{Commit, Event, Expected, IndexFiles, Log, NextSegment, Tuning};
@@ -142,6 +143,51 @@ fn with_index_files_off_none_is_written() {
     append_random(&log, &mut ChaCha8Rng::seed_from_u64(1), 30);
     assert_eq!(log.write_index_files().unwrap(), 0);
     assert!(files(&vfs).1.is_empty());
+}
+
+/// With `IndexFiles::Background` the log's own thread writes the index
+/// file of every sealed segment after its roll, and at Open those an
+/// earlier life left without, each its segment's, byte for byte; the next
+/// Open finds them all agreeing.
+#[test]
+fn the_indexing_thread_writes_every_sealed_segments_index_file() {
+    for seed in 0..4u64 {
+        let context = format!("seed {seed}");
+        let vfs = SimVfs::new(seed);
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let log = open_with(&vfs, IndexFiles::Off);
+        append_random(&log, &mut rng, 30);
+        drop(log);
+        let left = files(&vfs).0.len() - 1;
+        assert!(left >= 3, "{context}: only {left} sealed segments");
+        let log = open_with(&vfs, IndexFiles::Background);
+        let log = written_within(log, left);
+        assert_eq!(check_index_files_agree(&vfs, &context), left, "{context}");
+        append_random(&log, &mut rng, 20);
+        let sealed = files(&vfs).0.len() - 1;
+        assert!(sealed > left, "{context}: no roll in this life");
+        let log = written_within(log, sealed);
+        assert_eq!(log.stats().index_files_written, sealed as u64, "{context}");
+        assert_eq!(check_index_files_agree(&vfs, &context), sealed);
+        assert_eq!(log.write_index_files().unwrap(), 0, "{context}: none left");
+        let before = everything(&log);
+        drop(log);
+        let log = open_with(&vfs, IndexFiles::Off);
+        assert_eq!(log.recovery().index_files, sealed, "{context}");
+        assert_eq!(log.recovery().stale_index_files, Vec::new(), "{context}");
+        assert_eq!(everything(&log), before, "{context}");
+    }
+}
+
+/// `log` once its thread has written `count` index files, or the test
+/// fails.
+fn written_within(log: Log, count: usize) -> Log {
+    within("indexing thread", TEST_LIMIT, move || {
+        while log.stats().index_files_written < count as u64 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        log
+    })
 }
 
 /// A log of several sealed segments, each with its index file, closed.

@@ -3,25 +3,33 @@
 //! An index file is derived from its segment's bytes as they are on disk,
 //! read back once the roll has cut and synced them
 //! (`SegmentIndex::of_segment`): it can say only what the segment says.
-//! It is built with no lock held, then written under `Log::index_files`
+//! It is built with no lock held, then written under `Indexer::files`
 //! once the segment is found still sealed at the length it was built
-//! from. A purge or a truncation takes the same lock, under the lead, to
-//! remove segments and their index files, so no index file is written for
-//! a segment that is gone or cut, and none outlives its segment in this
-//! life. Written in place, then synced, then its directory entry: a crash
-//! between leaves a file whose CRC fails, or none; Open removes whatever
-//! does not agree with its segment.
+//! from, and still without one. A purge or a truncation takes the same
+//! lock, under the lead, to remove segments and their index files, so no
+//! index file is written for a segment that is gone or cut, and none
+//! outlives its segment in this life. Written in place, then synced, then
+//! its directory entry: a crash between leaves a file whose CRC fails, or
+//! none; Open removes whatever does not agree with its segment.
+//!
+//! Who writes them: the caller (`IndexFiles::OnCall`, through
+//! `Log::write_index_files`), or the log's own indexing thread
+//! (`IndexFiles::Background`), woken after each roll and once at Open,
+//! asleep between; the log's drop stops it, after the file under way.
 
 use std::io;
+use std::sync::Arc;
 
 use durlog_vfs::{OpenMode, read_exact_at};
 
 use crate::error::Error;
 use crate::format::{IndexFileError, SegmentIndex};
 use crate::segment::IndexFile;
+use crate::sync::thread::{self, JoinHandle};
+use crate::sync::{Condvar, Mutex, Rank};
 
-use super::settings::IndexFiles;
-use super::{Log, lock};
+use super::settings::{IndexFiles, Settings};
+use super::{Log, Shared, lock};
 
 /// A sealed segment without an index file: what building one needs.
 struct Unindexed {
@@ -31,20 +39,144 @@ struct Unindexed {
     len: u64,
 }
 
+/// The writer of index files, shared by the log and its indexing thread.
+pub(super) struct Indexer {
+    settings: Arc<Settings>,
+    shared: Arc<Mutex<Shared>>,
+    /// Lock rank `Rank::IndexFiles`: held while an index file is written,
+    /// and by a purge or a truncation while it removes segments.
+    pub(super) files: Mutex<()>,
+    /// A leaf lock: the rolls the indexing thread is told of, and whether
+    /// the log is going.
+    wake: Mutex<Wake>,
+    woken: Condvar,
+    /// A leaf lock: the indexing thread, once started.
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+#[derive(Default)]
+struct Wake {
+    /// Wake-ups so far: the thread works until it has seen the last.
+    calls: u64,
+    closing: bool,
+}
+
 impl Log {
     /// Writes the index file of every sealed segment that has none, oldest
-    /// first, for [`IndexFiles::OnCall`]: returns how many it wrote. Does
-    /// nothing with [`IndexFiles::Off`], on a read-only or poisoned log.
+    /// first: returns how many it wrote. For [`IndexFiles::OnCall`] (with
+    /// [`IndexFiles::Background`] the log's thread does it, and a call
+    /// does what the thread has not done yet). Does nothing with
+    /// [`IndexFiles::Off`], on a read-only or poisoned log.
     ///
     /// A segment whose bytes read back are not the records the log holds
     /// (damaged at rest) gets none, and the next Open decides what that
     /// damage means. A failed write leaves the log as it was: the segment
     /// is tried again at the next call.
     pub fn write_index_files(&self) -> Result<usize, Error> {
-        if self.writer.is_none()
-            || self.settings.tuning.index_files == IndexFiles::Off
-            || self.is_poisoned()
+        if self.writer.is_none() || self.settings.tuning.index_files == IndexFiles::Off {
+            return Ok(0);
+        }
+        self.indexer.write_missing()
+    }
+
+    /// The index files on disk of the segments at `segments` (places in
+    /// the log's list), for a purge or a truncation to remove with them
+    /// (with `Indexer::files` held).
+    pub(super) fn index_files_of(
+        &self,
+        segments: std::ops::Range<usize>,
+    ) -> Vec<std::path::PathBuf> {
+        let shared = lock(&self.shared);
+        shared.state.segments[segments]
+            .iter()
+            .filter(|segment| segment.index_file == IndexFile::Written)
+            .map(|segment| self.settings.index_path(segment.first_seq))
+            .collect()
+    }
+}
+
+impl Indexer {
+    pub(super) fn new(settings: Arc<Settings>, shared: Arc<Mutex<Shared>>) -> Indexer {
+        Indexer {
+            settings,
+            shared,
+            files: Mutex::new(Rank::IndexFiles, ()),
+            wake: Mutex::new(Rank::Leaf, Wake::default()),
+            woken: Condvar::new(),
+            thread: Mutex::new(Rank::Leaf, None),
+        }
+    }
+
+    /// With [`IndexFiles::Background`], has the indexing thread look for
+    /// sealed segments without index files (started if it does not run
+    /// yet); called with no lock held, after a roll and at Open.
+    pub(super) fn wake(self: &Arc<Self>) {
+        if self.settings.tuning.index_files != IndexFiles::Background {
+            return;
+        }
         {
+            let mut wake = lock(&self.wake);
+            if wake.closing {
+                return;
+            }
+            wake.calls += 1;
+        }
+        self.woken.notify_all();
+        let mut thread = lock(&self.thread);
+        if thread.is_some() {
+            return;
+        }
+        let indexer = Arc::clone(self);
+        match thread::Builder::new()
+            .name("durlog-index-files".into())
+            .spawn(move || indexer.run())
+        {
+            Ok(handle) => *thread = Some(handle),
+            // Sealed segments stay without index files: Open does not
+            // need them, and the next Open starts the thread again.
+            Err(error) => {
+                log::warn!("durlog: cannot start the thread that writes index files: {error}")
+            }
+        }
+    }
+
+    /// The indexing thread: asleep until woken, then writes what is
+    /// missing; a failure is the next wake-up's to try again.
+    fn run(&self) {
+        let mut seen = 0;
+        loop {
+            let mut wake = lock(&self.wake);
+            while wake.calls == seen && !wake.closing {
+                wake = self.woken.wait(wake);
+            }
+            if wake.closing {
+                return;
+            }
+            seen = wake.calls;
+            drop(wake);
+            if let Err(error) = self.write_missing() {
+                log::warn!(
+                    "durlog: writing index files failed ({error}); tried again after the next roll"
+                );
+            }
+        }
+    }
+
+    /// Ends the indexing thread, if one runs, once the file under way is
+    /// written: called as the log goes.
+    pub(super) fn stop(&self) {
+        lock(&self.wake).closing = true;
+        self.woken.notify_all();
+        let thread = lock(&self.thread).take();
+        if let Some(thread) = thread {
+            // A panic there has been reported by the thread itself.
+            let _ = thread.join();
+        }
+    }
+
+    /// [`Log::write_index_files`], for a writable log.
+    fn write_missing(&self) -> Result<usize, Error> {
+        if lock(&self.shared).commit.is_poisoned() {
             return Ok(0);
         }
         let mut written = 0;
@@ -101,10 +233,11 @@ impl Log {
                 return Ok(false);
             }
         };
-        let _files = lock(&self.index_files);
+        let _files = lock(&self.files);
         // A purge or a truncation on another thread may have come first
-        // (shuttle's scenario reaches this; the simulator runs no threads).
-        if !self.still_sealed(segment) {
+        // (shuttle's scenario reaches this; the simulator runs no threads),
+        // or the other writer of index files (a call beside the thread).
+        if !self.still_sealed(segment) || self.indexed(segment) {
             return Ok(false);
         }
         let encoded = index.encode();
@@ -150,26 +283,18 @@ impl Log {
             .any(|kept| kept.id == segment.id && kept.len == segment.len)
     }
 
+    /// True if `segment` got its index file meanwhile.
+    fn indexed(&self, segment: &Unindexed) -> bool {
+        let shared = lock(&self.shared);
+        (shared.state.find_segment(segment.id))
+            .is_some_and(|kept| kept.index_file == IndexFile::Written)
+    }
+
     fn set_index_file(&self, id: u32, state: IndexFile) {
         let mut shared = lock(&self.shared);
         if let Some(segment) = shared.state.find_segment_mut(id) {
             segment.index_file = state;
         }
-    }
-
-    /// The index files on disk of the segments at `segments` (places in
-    /// the log's list), for a purge or a truncation to remove with them
-    /// (with `index_files` held).
-    pub(super) fn index_files_of(
-        &self,
-        segments: std::ops::Range<usize>,
-    ) -> Vec<std::path::PathBuf> {
-        let shared = lock(&self.shared);
-        shared.state.segments[segments]
-            .iter()
-            .filter(|segment| segment.index_file == IndexFile::Written)
-            .map(|segment| self.settings.index_path(segment.first_seq))
-            .collect()
     }
 }
 

@@ -109,9 +109,9 @@ use writer::WriterSide;
 //    one thread across a group's I/O, a purge's or a truncation's, during
 //    which it takes `shared` again. Claimed without waiting, under
 //    `shared`; waited for with nothing held.
-// 1. `index_files`: the writer of index files, held while one is written
-//    (not while it is built) and by a purge or a truncation while it
-//    removes segments, so that no index file outlives its segment.
+// 1. `Indexer::files`: the writer of index files, held while one is
+//    written (not while it is built) and by a purge or a truncation while
+//    it removes segments, so that no index file outlives its segment.
 // 2. `tables_file`: the writer of the tables of stream metadata and
 //    consumer positions, held across a file's replacement.
 // 3. `shared`: the group commit's queue and outcomes, the published state
@@ -120,8 +120,9 @@ use writer::WriterSide;
 //    `wanted`): the active segment and the next segment's preparation.
 // 5. the preparing thread's handle (`Preparer::thread`), taken under the
 //    writer's lock when a segment first gets half full.
-// 6. leaves: `handles`, `spare_payloads` and the feed's lock. No other
-//    lock is taken while one of them is held.
+// 6. leaves: `handles`, `spare_payloads`, the feed's lock, and the
+//    indexing thread's wake-ups and handle (`Indexer::wake`,
+//    `Indexer::thread`). No other lock is taken while one of them is held.
 pub struct Log {
     settings: Arc<Settings>,
     recovery: RecoveryReport,
@@ -134,9 +135,10 @@ pub struct Log {
     /// The writer side; `None` for a log opened read-only, which refuses
     /// every append.
     writer: Option<Arc<WriterSide>>,
-    /// Lock rank `Rank::IndexFiles`: held while an index file is written,
-    /// and by a purge or a truncation while it removes segments.
-    index_files: Mutex<()>,
+    /// The writer of index files (its lock, rank `Rank::IndexFiles`, held
+    /// while one is written and by a purge or a truncation while it
+    /// removes segments), and its thread with `IndexFiles::Background`.
+    indexer: Arc<index_files::Indexer>,
     /// Lock rank `Rank::Tables`: the writer of the tables' files (stream
     /// metadata and consumer positions), held across a file's replacement.
     tables_file: Mutex<streams::TablesFile>,
@@ -313,6 +315,7 @@ impl Log {
         } = &mut *shared;
         let durable = result.is_ok();
         let segment = group.segment;
+        let rolled = group.roll_to.is_some();
         let mut members = group::publish(commit, state, stats, &self.settings, group, result);
         let published = state.last_seq;
         let segment_kept = state.find_segment(segment).is_some();
@@ -331,6 +334,10 @@ impl Log {
         }
         if publishing {
             self.feed.publish(published);
+        }
+        if rolled {
+            // The segment rolled away from is sealed: its index file next.
+            self.indexer.wake();
         }
         self.recycle_payloads(&mut members);
         let mut shared = lock(&self.shared);
@@ -492,6 +499,7 @@ impl Drop for Log {
         if let Some(writer) = &self.writer {
             writer.stop_preparer();
         }
+        self.indexer.stop();
         self.feed.close();
     }
 }

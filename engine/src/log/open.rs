@@ -17,6 +17,7 @@ use crate::sync::{Mutex, Rank};
 
 use super::feed::Feed;
 use super::group::{GroupCommit, Published};
+use super::index_files::Indexer;
 use super::settings::{NextSegment, Options, Settings, Tuning};
 use super::streams::take_back;
 use super::writer::{Writer, WriterSide};
@@ -70,6 +71,10 @@ impl Log {
         let syncs = u64::from(scanned.segments.last().is_some());
         let mut log = assemble(settings, scanned, report, Some(writer), syncs);
         log.lock = lock;
+        // Sealed segments an earlier life left without index files.
+        if crate::sync::lock(&log.shared).state.segments.len() > 1 {
+            log.indexer.wake();
+        }
         Ok(log)
     }
 
@@ -248,24 +253,26 @@ fn assemble(
     };
     let feed = Arc::new(Feed::new(state.first_seq, state.last_seq));
     feed.set_stream_rules(!state.tables.streams.is_empty());
+    let shared = Arc::new(Mutex::new(
+        Rank::Shared,
+        Shared {
+            commit: GroupCommit::default(),
+            state,
+            stats: Stats {
+                syncs,
+                ..Stats::default()
+            },
+            retention: Retention::default(),
+        },
+    ));
+    let indexer = Arc::new(Indexer::new(Arc::clone(&settings), Arc::clone(&shared)));
     Log {
         settings,
         recovery: report,
         feed,
-        shared: Arc::new(Mutex::new(
-            Rank::Shared,
-            Shared {
-                commit: GroupCommit::default(),
-                state,
-                stats: Stats {
-                    syncs,
-                    ..Stats::default()
-                },
-                retention: Retention::default(),
-            },
-        )),
+        shared,
         writer,
-        index_files: Mutex::new(Rank::IndexFiles, ()),
+        indexer,
         tables_file: Mutex::new(Rank::Tables, Default::default()),
         handles: Mutex::new(Rank::Leaf, Handles::default()),
         spare_payloads: Mutex::new(Rank::Leaf, Vec::new()),

@@ -300,7 +300,7 @@ impl Log {
     fn purge(&self, plan: &PurgePlan) -> Result<Change, Undecided> {
         let (vfs, dir) = (self.settings.vfs.as_ref(), self.settings.dir.as_path());
         // Held to the end: no index file is written for a segment going.
-        let _files = lock(&self.index_files);
+        let _files = lock(&self.indexer.files);
         let index_files = self.index_files_of(0..plan.count);
         self.write_state(&plan.state)?;
         // Decided: the state file disowns these segments. Readers learn it
@@ -333,7 +333,7 @@ impl Log {
     fn truncate(&self, writer: &WriterSide, plan: &TruncatePlan) -> Result<Change, Undecided> {
         let (vfs, dir) = (self.settings.vfs.as_ref(), self.settings.dir.as_path());
         // Held to the end: no index file is written for a segment cut.
-        let _files = lock(&self.index_files);
+        let _files = lock(&self.indexer.files);
         let index_files = self.index_files_of(plan.keep..plan.keep + 1 + plan.removed.len());
         self.write_state(&plan.under_way)?;
         // Decided: the state file names the truncation, so Open finishes

@@ -129,6 +129,11 @@ pub enum IndexFiles {
     /// those missing, when the caller calls it (a deterministic
     /// simulator, which runs no threads, or a thread of the caller's).
     OnCall,
+    /// A thread of the log's own writes those missing after each roll
+    /// (and at Open those an earlier life left without), asleep between;
+    /// closing the log waits for the file under way. An append never
+    /// waits for one.
+    Background,
 }
 
 /// How the file of the next segment comes to exist.

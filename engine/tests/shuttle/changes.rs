@@ -235,7 +235,22 @@ fn index_files_agree(vfs: &SimVfs) -> (usize, usize) {
 
 #[test]
 fn index_files_race_appenders_purges_and_truncations() {
-    check(|| {
+    index_files_race(durlog::IndexFiles::OnCall);
+}
+
+/// The log's own indexing thread, woken at each roll, races the same
+/// changes, and a caller's `write_index_files` beside it: the two writers
+/// of one segment's index file write it once.
+#[test]
+fn the_indexing_thread_races_appenders_purges_truncations_and_a_caller() {
+    index_files_race(durlog::IndexFiles::Background);
+}
+
+/// Appenders that roll, a purge and a truncation, and a thread that calls
+/// `write_index_files`, with index files written as `index_files` says:
+/// every index file is its sealed segment's, and Open agrees.
+fn index_files_race(index_files: durlog::IndexFiles) {
+    check(move || {
         let vfs = SimVfs::with_faults(4, FaultConfig::none());
         let options = Options {
             segment_bytes: 160,
@@ -244,7 +259,7 @@ fn index_files_race_appenders_purges_and_truncations() {
         };
         let tuning = Tuning::default().with(|tuning| {
             tuning.next_segment = NextSegment::OnCall;
-            tuning.index_files = durlog::IndexFiles::OnCall;
+            tuning.index_files = index_files;
         });
         let log = Arc::new(Log::open_tuned(vfs.clone(), DIR, options, tuning).expect("open"));
         for size in 0..4 {
@@ -283,7 +298,10 @@ fn index_files_race_appenders_purges_and_truncations() {
         for thread in [indexer, changer, writer] {
             thread.join().expect("thread");
         }
-        index_files_agree(&vfs);
+        // The log's own thread may be writing one now; a call waits for it.
+        if index_files == durlog::IndexFiles::OnCall {
+            index_files_agree(&vfs);
+        }
         log.write_index_files().expect("the last index files");
         let (written, sealed) = index_files_agree(&vfs);
         assert_eq!(written, sealed, "every sealed segment has its index file");
@@ -291,5 +309,39 @@ fn index_files_race_appenders_purges_and_truncations() {
         let reopened = Log::open_with_vfs(vfs.clone(), DIR, Options::default()).expect("reopen");
         assert_eq!(reopened.recovery().stale_index_files, Vec::new());
         assert_eq!(reopened.recovery().index_files, written);
+    });
+}
+
+/// A log dropped right after a roll, while its indexing thread may be
+/// writing the sealed segment's index file: the drop waits for it, so the
+/// next Open finds every index file its segment's, none stale, and no
+/// index file comes after, for a segment the next life cut or removed.
+#[test]
+fn a_dropped_log_waits_for_its_indexing_thread() {
+    check(|| {
+        let vfs = SimVfs::with_faults(5, FaultConfig::none());
+        let options = Options {
+            segment_bytes: 160,
+            now: Some(Arc::new(|| 7)),
+            ..Options::default()
+        };
+        let tuning = Tuning::default().with(|tuning| {
+            tuning.next_segment = NextSegment::OnCall;
+            tuning.index_files = durlog::IndexFiles::Background;
+        });
+        let log = Log::open_tuned(vfs.clone(), DIR, options.clone(), tuning).expect("open");
+        for size in 0..3 {
+            let events = [Event::new("t", vec![9; 60 + size])];
+            log.append("s", Expected::Any, &events).expect("append");
+        }
+        drop(log);
+        let reopened = Log::open_with_vfs(vfs.clone(), DIR, options).expect("reopen");
+        assert_eq!(reopened.recovery().stale_index_files, Vec::new());
+        let (written, sealed) = index_files_agree(&vfs);
+        assert!(written <= sealed && sealed > 1, "{written} of {sealed}");
+        // Every segment but the first goes, and the first is the last.
+        reopened.truncate_after(1).expect("truncate");
+        thread::yield_now();
+        assert_eq!(index_files_agree(&vfs), (0, 0), "no index file after the cut");
     });
 }
