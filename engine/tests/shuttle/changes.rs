@@ -342,6 +342,10 @@ fn a_dropped_log_waits_for_its_indexing_thread() {
         // Every segment but the first goes, and the first is the last.
         reopened.truncate_after(1).expect("truncate");
         thread::yield_now();
-        assert_eq!(index_files_agree(&vfs), (0, 0), "no index file after the cut");
+        assert_eq!(
+            index_files_agree(&vfs),
+            (0, 0),
+            "no index file after the cut"
+        );
     });
 }
