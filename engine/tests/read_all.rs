@@ -259,7 +259,7 @@ fn visit_all_lends_what_read_all_returns_and_stops_at_damage() {
         let from = rng.random_range(0..=model.len() as u64 + 2);
         let stop = rng.random_range(0..=model.len() + 1);
         let mut lent = Vec::new();
-        log.visit_all(from, &Filter::all(), |commit| {
+        log.visit_all(from, usize::MAX, &Filter::all(), |commit| {
             lent.push(commit.to_commit());
             match lent.len() < stop {
                 true => ControlFlow::Continue(()),
@@ -288,7 +288,7 @@ fn visit_all_lends_what_read_all_returns_and_stops_at_damage() {
     assert!(first_of_second > 0 && first_of_second < model.len());
     vfs.flip_bit_at_rest(&second, 8 * 20).unwrap();
     let mut lent = Vec::new();
-    let read = log.visit_all(1, &Filter::all(), |commit| {
+    let read = log.visit_all(1, usize::MAX, &Filter::all(), |commit| {
         lent.push(commit.to_commit());
         ControlFlow::Continue(())
     });

@@ -113,17 +113,26 @@ proptest! {
         // Lent, not copied: the same records through the filter, and from
         // `from` as many as `limit` asks.
         let mut lent = Vec::new();
-        log.visit_all(1, &filter, |commit| {
+        log.visit_all(1, usize::MAX, &filter, |commit| {
             lent.push(commit.to_commit());
             ControlFlow::Continue(())
         })
         .unwrap();
-        prop_assert_eq!(lent, want);
+        prop_assert_eq!(&lent, &want);
         let mut lent = Vec::new();
-        log.visit_all(from, &Filter::all(), |commit| {
-            if lent.len() == limit {
-                return ControlFlow::Break(());
-            }
+        log.visit_all(from, limit, &filter, |commit| {
+            lent.push(commit.to_commit());
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+        let want_from: Vec<Commit> = (want.iter())
+            .filter(|commit| commit.seq >= from.max(1))
+            .take(limit)
+            .cloned()
+            .collect();
+        prop_assert_eq!(lent, want_from);
+        let mut lent = Vec::new();
+        log.visit_all(from, limit, &Filter::all(), |commit| {
             lent.push(commit.to_commit());
             ControlFlow::Continue(())
         })
@@ -153,5 +162,49 @@ proptest! {
         // And after a reopen, which builds the positions from the files.
         let log = Log::open_tuned(vfs, DIR, options, tuning).unwrap();
         prop_assert_eq!(log.read_all(1, usize::MAX).unwrap(), model);
+    }
+}
+
+/// A read of the whole log places at most 65,536 records' runs at a time
+/// (`PLACED_RECORDS_MAX` in `log/all.rs`): a log longer than that reads
+/// back whole, in order, lent and copied, from either side of the limit.
+#[test]
+fn a_log_longer_than_one_placement_reads_back_whole() {
+    const RECORDS: u64 = (1 << 16) + 300;
+    let vfs = SimVfs::new(5);
+    let options = durlog::Options {
+        segment_bytes: 1 << 20,
+        ..clock(11)
+    };
+    let log = Log::open_with_vfs(vfs, DIR, options).unwrap();
+    let events: Vec<Vec<Event>> = (0..4)
+        .map(|i| vec![Event::new("t", vec![i as u8])])
+        .collect();
+    for seq in 1..=RECORDS {
+        log.append(
+            STREAMS[(seq % 3) as usize],
+            Expected::Any,
+            &events[(seq % 4) as usize],
+        )
+        .unwrap();
+    }
+    for from in [1, 200, (1 << 16) - 1, 1 << 16, (1 << 16) + 1] {
+        let mut next = from;
+        log.visit_all(from, usize::MAX, &Filter::all(), |commit| {
+            assert_eq!(commit.seq, next, "lent in order, none left out");
+            assert_eq!(commit.events[0].data, [(next % 4) as u8]);
+            next += 1;
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+        assert_eq!(next, RECORDS + 1, "from {from}: lent to the end");
+        let copied = log.read_all(from, usize::MAX).unwrap();
+        assert_eq!(copied.len() as u64, RECORDS + 1 - from, "from {from}");
+        assert!(
+            copied
+                .iter()
+                .zip(from..)
+                .all(|(commit, seq)| commit.seq == seq)
+        );
     }
 }

@@ -1,5 +1,5 @@
 //! [`LogReader`]: openraft's `RaftLogReader`, reading entries from the
-//! durlog log by seq (`Log::read_all`), each record's CRC checked by durlog
+//! durlog log by seq (`Log::visit_all`), each record's CRC checked by durlog
 //! and each entry's index checked against the mapping.
 //!
 //! A reader asks for a range of indexes; it gets the entries of that range
@@ -20,10 +20,10 @@
 
 use std::fmt;
 use std::marker::PhantomData;
-use std::ops::{Bound, RangeBounds};
+use std::ops::{Bound, ControlFlow, RangeBounds};
 use std::sync::Arc;
 
-use durlog::Log;
+use durlog::{CommitRef, Filter, Log};
 use openraft::{AnyError, RaftLogId, RaftLogReader, RaftTypeConfig, StorageError, StorageIOError};
 
 use crate::mapping::Anchor;
@@ -85,7 +85,9 @@ impl<C: RaftTypeConfig> LogReader<C> {
 }
 
 /// `count` entries from index `first` on, through `anchor`; fewer if a
-/// purge removed the first ones meanwhile.
+/// purge removed the first ones meanwhile. Each entry is decoded from the
+/// record's bytes as durlog lends them (`Log::visit_all`), not from a
+/// copy.
 pub(crate) fn read_entries<C: RaftTypeConfig>(
     log: &Log,
     anchor: Anchor,
@@ -95,34 +97,52 @@ pub(crate) fn read_entries<C: RaftTypeConfig>(
     let mut seq = anchor.seq_of(first);
     let end_seq = seq + count;
     let mut entries = Vec::with_capacity(count.min(1024) as usize);
-    while seq < end_seq {
+    let mut failed = None;
+    while seq < end_seq && failed.is_none() {
         let limit = usize::try_from(end_seq - seq).unwrap_or(usize::MAX);
-        let commits = match log.read_all(seq, limit) {
-            Ok(commits) => commits,
+        let before = entries.len();
+        let read = log.visit_all(seq, limit, &Filter::all(), |commit| {
+            match entry::<C>(anchor, commit) {
+                Ok(entry) => {
+                    entries.push(entry);
+                    seq = commit.seq + 1;
+                    ControlFlow::Continue(())
+                }
+                Err(error) => {
+                    failed = Some(error);
+                    ControlFlow::Break(())
+                }
+            }
+        });
+        match read {
+            Ok(()) if entries.len() == before => break,
+            Ok(()) => {}
             Err(durlog::Error::Purged { first_seq }) if entries.is_empty() && first_seq > seq => {
                 seq = first_seq;
-                continue;
             }
             Err(error) => return Err(error.into()),
-        };
-        let Some(last) = commits.last() else { break };
-        let next = last.seq + 1;
-        for commit in commits {
-            let index = anchor
-                .index_of(commit.seq)
-                .expect("records read are at or after the anchor");
-            let [event] = commit.events.as_slice() else {
-                return Err(Error::Inconsistent(format!(
-                    "record {} holds {} events; a Raft entry is one",
-                    commit.seq,
-                    commit.events.len()
-                )));
-            };
-            entries.push(codec::decode::<C>(commit.seq, &event.data, index)?);
         }
-        seq = next;
     }
-    Ok(entries)
+    match failed {
+        Some(error) => Err(error),
+        None => Ok(entries),
+    }
+}
+
+/// The entry a record holds: one event, whose data decodes to the entry
+/// of the index the mapping gives its seq.
+fn entry<C: RaftTypeConfig>(anchor: Anchor, commit: &CommitRef<'_>) -> Result<C::Entry, Error> {
+    let index = anchor
+        .index_of(commit.seq)
+        .expect("records read are at or after the anchor");
+    let [event] = commit.events else {
+        return Err(Error::Inconsistent(format!(
+            "record {} holds {} events; a Raft entry is one",
+            commit.seq,
+            commit.events.len()
+        )));
+    };
+    codec::decode::<C>(commit.seq, event.data, index)
 }
 
 /// `[start, end)` of any range of indexes.

@@ -20,6 +20,11 @@ use super::group::Published;
 use super::settings::Settings;
 use super::{Log, lock};
 
+/// The most records a read of the whole log places at a time (their
+/// runs take 16 bytes a record until read): what it holds is bounded
+/// however long the log and however many records it asks for.
+const PLACED_RECORDS_MAX: u64 = 1 << 16;
+
 /// Consecutive records of one segment, to read with one call.
 pub(crate) struct Run {
     /// The segment's number and first seq (its name).
@@ -108,19 +113,21 @@ impl Log {
         Ok(commits)
     }
 
-    /// Lends `visit` each record [`Log::read_all_filtered`] would return,
-    /// in seq order, borrowed from the bytes read (checked as every read
-    /// checks them), until it answers `Break` or the acknowledged records
-    /// end: a projection folds the whole log with no copy of an event.
-    /// A record lent stays lent when a later one fails: the error comes
-    /// after it. `Err(Error::Purged)` as for `read_all`.
+    /// Lends `visit` each record [`Log::read_all_filtered`] would return
+    /// (at most `limit`), in seq order, borrowed from the bytes read
+    /// (checked as every read checks them), until it answers `Break` or
+    /// the acknowledged records end: a projection folds the whole log with
+    /// no copy of an event. A record lent stays lent when a later one
+    /// fails: the error comes after it. `Err(Error::Purged)` as for
+    /// `read_all`.
     pub fn visit_all(
         &self,
         from_seq: u64,
+        limit: usize,
         filter: &Filter,
         mut visit: impl FnMut(&CommitRef<'_>) -> ControlFlow<()>,
     ) -> Result<(), Error> {
-        self.visit(from_seq, usize::MAX, filter, &mut visit)
+        self.visit(from_seq, limit, filter, &mut visit)
     }
 
     /// Lends `visit` at most `limit` records from `from_seq` through
@@ -151,6 +158,8 @@ impl Log {
                 } else {
                     wanted.max(256)
                 };
+                // A read of a long log places its runs a part at a time.
+                let count = count.min(PLACED_RECORDS_MAX);
                 let keep = Keep::new(filter, state, || self.settings.now());
                 let run_bytes_max = self.settings.read_run_bytes_max;
                 (state.changes, state.runs(seq, count, run_bytes_max), keep)
@@ -171,6 +180,10 @@ impl Log {
                     &keep,
                     &mut buf,
                     &mut |seen, commit| {
+                        if commit.is_some() && lent == limit {
+                            flow = ControlFlow::Break(());
+                            return flow;
+                        }
                         seq = seen + 1;
                         let Some(commit) = commit else {
                             return ControlFlow::Continue(());

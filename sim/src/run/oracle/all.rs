@@ -100,7 +100,7 @@ impl Oracle {
             }
         };
         let read = match reader {
-            Reader::Lending => log.visit_all(first, &engine_filter, &mut take),
+            Reader::Lending => log.visit_all(first, usize::MAX, &engine_filter, &mut take),
             Reader::Copying => log
                 .read_all_filtered(first, usize::MAX, &engine_filter)
                 .map(|commits| {
