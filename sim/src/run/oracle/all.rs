@@ -210,9 +210,9 @@ impl<'o> Judge<'o> {
     }
 }
 
-/// A record a read of the whole log handed over holds exactly the events
-/// its reader keeps (`kept`), as acknowledged.
-fn check_shown(commit: &CommitRef<'_>, kept: &Kept<'_>) -> Check {
+/// A record a read of the whole log (or a subscription) handed over holds
+/// exactly the events its reader keeps (`kept`), as acknowledged.
+pub(super) fn check_shown(commit: &CommitRef<'_>, kept: &Kept<'_>) -> Check {
     let (stream, first_version, events) = (kept.stream, kept.first_version, kept.events);
     let delivered = || commit.events.iter().map(|event| event.version);
     if commit.stream != stream

@@ -7,12 +7,12 @@
 use crate::run::clock::{Clock, time_at};
 use std::collections::BTreeMap;
 
-use durlog::{Commit, Error, Event, EventRef, Log};
+use durlog::{Commit, CommitRef, Error, Event, EventRef, Log};
 use durlog_vfs::FaultEvent;
 
 use crate::model::{Extras, ModelEvent};
 
-use super::all::Reader;
+use super::all::{Reader, check_shown};
 use super::excuse::{self, Evidence};
 use super::{Check, Oracle, SubFilter};
 
@@ -157,26 +157,20 @@ impl Oracle {
             ));
         };
         let kept = self.kept_events(stream, first_version, events, filter, view);
-        let delivered = || commit.events.iter().map(|event| event.version);
-        if commit.stream != stream
-            || commit.first_version != first_version
-            || commit.events.is_empty()
-            || (kept.strict && !delivered().eq(kept.versions()))
-            || !delivered().all(|version| kept.keeps(version))
-            || !delivered().all(|version| version >= filter.floor(stream))
-            || !delivered().is_sorted()
-        {
+        let lent: Vec<EventRef<'_>> = commit.events.iter().map(Event::as_ref).collect();
+        let handed = CommitRef {
+            seq,
+            stream: &commit.stream,
+            first_version: commit.first_version,
+            events: &lent,
+        };
+        check_shown(&handed, &kept)
+            .map_err(|error| format!("a subscriber to {filter:?} was handed: {error}"))?;
+        let floor = filter.floor(stream);
+        if let Some(version) = lent.iter().map(|event| event.version).find(|&v| v < floor) {
             return Err(format!(
-                "a subscriber to {filter:?} was handed seq {seq} as {} from version {} with versions {:?}; acknowledged: {stream} from {first_version}, kept {:?}",
-                commit.stream,
-                commit.first_version,
-                delivered().collect::<Vec<_>>(),
-                kept.versions().collect::<Vec<_>>()
+                "a subscriber to {filter:?} was handed seq {seq} with version {version}, below the lowest first version its stream's rules showed since it started ({floor})"
             ));
-        }
-        for event in &commit.events {
-            let model = &events[(event.version - first_version) as usize];
-            check_event(stream, &event.as_ref(), model, event.version)?;
         }
         *next = seq + 1;
         Ok(())
