@@ -233,6 +233,25 @@ fn index_files_agree(vfs: &SimVfs) -> (usize, usize) {
     (indexes.len(), segments.len().saturating_sub(1))
 }
 
+/// A disk with no faults, and a log of 160-byte segments (one record of
+/// about 60 bytes of data each) whose index files `index_files` writes.
+fn indexed_setup(seed: u64, index_files: durlog::IndexFiles) -> (SimVfs, Options, Tuning) {
+    let options = Options {
+        segment_bytes: 160,
+        now: Some(Arc::new(|| 7)),
+        ..Options::default()
+    };
+    let tuning = Tuning::default().with(|tuning| {
+        tuning.next_segment = NextSegment::OnCall;
+        tuning.index_files = index_files;
+    });
+    (
+        SimVfs::with_faults(seed, FaultConfig::none()),
+        options,
+        tuning,
+    )
+}
+
 #[test]
 fn index_files_race_appenders_purges_and_truncations() {
     index_files_race(durlog::IndexFiles::OnCall);
@@ -251,16 +270,7 @@ fn the_indexing_thread_races_appenders_purges_truncations_and_a_caller() {
 /// every index file is its sealed segment's, and Open agrees.
 fn index_files_race(index_files: durlog::IndexFiles) {
     check(move || {
-        let vfs = SimVfs::with_faults(4, FaultConfig::none());
-        let options = Options {
-            segment_bytes: 160,
-            now: Some(Arc::new(|| 7)),
-            ..Options::default()
-        };
-        let tuning = Tuning::default().with(|tuning| {
-            tuning.next_segment = NextSegment::OnCall;
-            tuning.index_files = index_files;
-        });
+        let (vfs, options, tuning) = indexed_setup(4, index_files);
         let log = Arc::new(Log::open_tuned(vfs.clone(), DIR, options, tuning).expect("open"));
         for size in 0..4 {
             log.append(
@@ -319,16 +329,7 @@ fn index_files_race(index_files: durlog::IndexFiles) {
 #[test]
 fn a_dropped_log_waits_for_its_indexing_thread() {
     check(|| {
-        let vfs = SimVfs::with_faults(5, FaultConfig::none());
-        let options = Options {
-            segment_bytes: 160,
-            now: Some(Arc::new(|| 7)),
-            ..Options::default()
-        };
-        let tuning = Tuning::default().with(|tuning| {
-            tuning.next_segment = NextSegment::OnCall;
-            tuning.index_files = durlog::IndexFiles::Background;
-        });
+        let (vfs, options, tuning) = indexed_setup(5, durlog::IndexFiles::Background);
         let log = Log::open_tuned(vfs.clone(), DIR, options.clone(), tuning).expect("open");
         for size in 0..3 {
             let events = [Event::new("t", vec![9; 60 + size])];
