@@ -138,9 +138,9 @@ impl Log {
 
     /// Reads the records `places` finds (under the shared lock), lending
     /// each one's events to `take`, which copies those it wants, until
-    /// `limit` events are taken. A read
-    /// that fails while a purge or a truncation changed the log looks
-    /// again: the file it lost was not damaged.
+    /// `limit` events are taken. A read that fails while a purge or a
+    /// truncation changed the log looks again: the file it lost was not
+    /// damaged.
     fn read_places(
         &self,
         stream: &str,
