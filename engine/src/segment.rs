@@ -38,6 +38,9 @@ pub(crate) struct SegmentMeta {
     pub offsets: Vec<u32>,
     /// Whether its index file is on disk (sealed segments only).
     pub index_file: IndexFile,
+    /// Whether the index holds its streams' records as parts, found
+    /// through its index file (`index.rs`), not one by one.
+    pub parts: bool,
 }
 
 /// Where a segment's index file stands (FORMAT.md, "Index files").

@@ -122,6 +122,10 @@ pub struct Stats {
     pub truncations: u64,
     /// Index files written (`Log::write_index_files`).
     pub index_files_written: u64,
+    /// Sealed segments' indexes that reads (or a truncation) derived from
+    /// the segment's own bytes, their index file not serving (gone,
+    /// damaged, another segment's).
+    pub index_files_bypassed: u64,
     /// Nanoseconds per group-commit `fdatasync`.
     pub sync_latency_ns: Histogram,
     /// Appends acknowledged per group commit.

@@ -84,6 +84,15 @@ pub const MARKS: &[(&str, &[FaultKind])] = &[
         ],
     ),
     (
+        "index files: a read finds a sealed segment's records through its own bytes",
+        &[
+            FaultKind::BitFlipAtRest,
+            FaultKind::BitFlipOnRead,
+            FaultKind::MisdirectedWrite,
+            FaultKind::ReadError,
+        ],
+    ),
+    (
         "recovery: a header across a page boundary taken as the write's own",
         &[FaultKind::MisdirectedWrite],
     ),

@@ -68,6 +68,22 @@ impl Published {
             .expect("the log has every segment it names")
     }
 
+    /// Has the index hold as parts, oldest first, each sealed segment
+    /// whose index file is on disk, up to the first that has none: its
+    /// streams' records are then found through the file (`index.rs`).
+    pub fn seal_indexed(&mut self) {
+        let sealed = self.segments.len().saturating_sub(1);
+        for segment in &mut self.segments[..sealed] {
+            if segment.index_file != IndexFile::Written {
+                break;
+            }
+            if !segment.parts {
+                self.index.seal_segment(segment.id);
+                segment.parts = true;
+            }
+        }
+    }
+
     fn segment_mut(&mut self, id: u32) -> &mut SegmentMeta {
         let at = self.segments.partition_point(|segment| segment.id < id);
         debug_assert_eq!(self.segments[at].id, id, "the log has the group's segment");
@@ -519,6 +535,7 @@ pub(crate) fn publish(
             len: 0,
             offsets: Vec::new(),
             index_file: IndexFile::Missing,
+            parts: false,
         });
         state.next_id += 1;
         stats.segments_created += 1;

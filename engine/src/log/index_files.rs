@@ -295,6 +295,7 @@ impl Indexer {
         if let Some(segment) = shared.state.find_segment_mut(id) {
             segment.index_file = state;
         }
+        shared.state.seal_indexed();
     }
 }
 

@@ -48,6 +48,7 @@ mod filter;
 mod follower;
 mod group;
 mod idempotent;
+mod index_cache;
 mod index_files;
 mod open;
 mod preparer;
@@ -120,9 +121,10 @@ use writer::WriterSide;
 //    `wanted`): the active segment and the next segment's preparation.
 // 5. the preparing thread's handle (`Preparer::thread`), taken under the
 //    writer's lock when a segment first gets half full.
-// 6. leaves: `handles`, `spare_payloads`, the feed's lock, and the
-//    indexing thread's wake-ups and handle (`Indexer::wake`,
-//    `Indexer::thread`). No other lock is taken while one of them is held.
+// 6. leaves: `handles`, `index_cache`, `spare_payloads`, the feed's
+//    lock, and the indexing thread's wake-ups and handle (`Indexer::wake`,
+//    `Indexer::thread`). No other lock is taken while one of them is held
+//    (an index is read back with none held, then put in `index_cache`).
 pub struct Log {
     settings: Arc<Settings>,
     recovery: RecoveryReport,
@@ -144,6 +146,8 @@ pub struct Log {
     tables_file: Mutex<streams::TablesFile>,
     /// A leaf lock: read handles of segments.
     handles: Mutex<Handles>,
+    /// A leaf lock: sealed segments' indexes read back.
+    index_cache: Mutex<index_cache::IndexCache>,
     /// A leaf lock: payload buffers of published appends, for the next
     /// ones to encode into (`submit` encodes before it takes `shared`).
     spare_payloads: Mutex<Vec<Vec<u8>>>,

@@ -241,7 +241,7 @@ fn assemble(
     writer: Option<Arc<WriterSide>>,
     syncs: u64,
 ) -> Log {
-    let state = Published {
+    let mut state = Published {
         index: scanned.index,
         next_id: scanned.segments.len() as u32,
         segments: scanned.segments,
@@ -251,6 +251,7 @@ fn assemble(
         size: report.record_bytes,
         tables: scanned.tables,
     };
+    state.seal_indexed();
     let feed = Arc::new(Feed::new(state.first_seq, state.last_seq));
     feed.set_stream_rules(!state.tables.streams.is_empty());
     let shared = Arc::new(Mutex::new(
@@ -275,6 +276,7 @@ fn assemble(
         indexer,
         tables_file: Mutex::new(Rank::Tables, Default::default()),
         handles: Mutex::new(Rank::Leaf, Handles::default()),
+        index_cache: Mutex::new(Rank::Leaf, Default::default()),
         spare_payloads: Mutex::new(Rank::Leaf, Vec::new()),
         lock: None,
     }

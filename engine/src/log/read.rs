@@ -4,12 +4,13 @@
 
 use crate::error::Error;
 use crate::format::{Event, EventRef, parse_record, visit_batch_where};
-use crate::index::{Location, StreamIndex};
+use crate::index::{Entry, Location, StreamIndex, locations};
 use crate::segment::read_record_bytes;
 
 use std::cell::Cell;
 
 use super::group::Published;
+use super::index_cache::Sealed;
 use super::streams::Shown;
 use super::{Log, lock};
 
@@ -21,15 +22,44 @@ struct Place {
     segment_len: u64,
 }
 
-impl Place {
-    fn of(state: &Published, location: &Location) -> Place {
-        let segment = state.segment(location.segment);
-        Place {
-            location: *location,
-            first_seq: segment.first_seq,
-            segment_len: segment.len,
+/// What a read looks at: a record, or a stream's records in a sealed
+/// segment, found through its index (`Log::segment_index`) once the
+/// shared lock is let go.
+enum Look {
+    Record(Place),
+    Part(Sealed),
+}
+
+impl Look {
+    fn of(state: &Published, entry: Entry) -> Look {
+        let id = match entry {
+            Entry::Record(location) => location.segment,
+            Entry::Part(part) => part.segment,
+        };
+        let segment = state.segment(id);
+        match entry {
+            Entry::Record(location) => Look::Record(Place {
+                location,
+                first_seq: segment.first_seq,
+                segment_len: segment.len,
+            }),
+            Entry::Part(_) => Look::Part(Sealed {
+                id,
+                first_seq: segment.first_seq,
+                len: segment.len,
+            }),
         }
     }
+}
+
+/// Which of a stream's records in a part a read wants.
+#[derive(Clone, Copy)]
+enum Wanted {
+    /// From the one holding this version on, oldest first.
+    From(u64),
+    /// Those holding versions from the first up to the second, newest
+    /// first.
+    Down(u64, u64),
 }
 
 impl Log {
@@ -66,18 +96,18 @@ impl Log {
                     return Ok(Vec::new());
                 }
                 check_kept(state, index, from)?;
-                let start = index.record_holding(from);
-                // Each record holds at least one event; a maximum age may
-                // hide any number of them, so then every record after.
+                let start = index.entry_holding(from);
+                // Each entry holds at least one event; a maximum age may
+                // hide any number of them, so then every entry after.
                 let end = match shown.get().not_before {
                     None => start.saturating_add(limit),
                     Some(_) => usize::MAX,
                 };
-                Ok(index.records[start..end.min(index.records.len())]
-                    .iter()
-                    .map(|location| Place::of(state, location))
+                Ok((start..end.min(index.entries()))
+                    .map(|at| Look::of(state, index.entry(at)))
                     .collect())
             },
+            &|| Wanted::From(from.max(shown.get().from_version)),
             &mut |events, batch| {
                 let from = from.max(shown.get().from_version);
                 let wanted = batch.iter().filter(|event| {
@@ -113,20 +143,20 @@ impl Log {
                     return Ok(Vec::new());
                 }
                 check_kept(state, index, top.get())?;
-                let end = index.record_holding(top.get()) + 1;
-                // Each record holds at least one event; none before the
+                let end = index.entry_holding(top.get()) + 1;
+                // Each entry holds at least one event; none before the
                 // first version shown is read.
-                let first = index.record_holding(shown.get().from_version);
+                let first = index.entry_holding(shown.get().from_version);
                 let start = match shown.get().not_before {
                     None => end.saturating_sub(limit).max(first),
                     Some(_) => first,
                 };
-                Ok(index.records[start..end]
-                    .iter()
+                Ok((start..end)
                     .rev()
-                    .map(|location| Place::of(state, location))
+                    .map(|at| Look::of(state, index.entry(at)))
                     .collect())
             },
+            &|| Wanted::Down(shown.get().from_version, top.get()),
             &mut |events, batch| {
                 let wanted = batch.iter().rev().filter(|event| {
                     event.version <= top.get() && shown.get().shows(event.version, event.at)
@@ -136,36 +166,49 @@ impl Log {
         )
     }
 
-    /// Reads the records `places` finds (under the shared lock), lending
-    /// each one's events to `take`, which copies those it wants, until
-    /// `limit` events are taken. A read that fails while a purge or a
-    /// truncation changed the log looks again: the file it lost was not
-    /// damaged.
+    /// Reads the records `looks` finds (under the shared lock), those of
+    /// a part as `wanted` (asked once `looks` ran) picks them, lending each
+    /// one's events to `take`, which copies those it wants, until `limit`
+    /// events are taken. A read that fails while a purge or a truncation
+    /// changed the log looks again: the file it lost was not damaged.
     fn read_places(
         &self,
         stream: &str,
         limit: usize,
-        places: &mut dyn FnMut(&Published) -> Result<Vec<Place>, Error>,
+        looks: &mut dyn FnMut(&Published) -> Result<Vec<Look>, Error>,
+        wanted: &dyn Fn() -> Wanted,
         take: &mut dyn FnMut(&mut Vec<Event>, &[EventRef<'_>]),
     ) -> Result<Vec<Event>, Error> {
         loop {
-            let (changes, places) = {
+            let (changes, looks) = {
                 let shared = lock(&self.shared);
-                (shared.state.changes, places(&shared.state)?)
+                (shared.state.changes, looks(&shared.state)?)
             };
             let mut events = Vec::new();
             let mut buf = Vec::new();
             let mut outcome = Ok(());
-            for place in places {
-                let read = self.read_batch(stream, &place, &mut buf, &mut |batch| {
-                    take(&mut events, batch);
-                });
-                if let Err(error) = read {
-                    outcome = Err(error);
-                    break;
-                }
-                if events.len() == limit {
-                    break;
+            'looks: for look in looks {
+                let places = match look {
+                    Look::Record(place) => vec![place],
+                    Look::Part(sealed) => match self.places_in(stream, &sealed, wanted()) {
+                        Ok(places) => places,
+                        Err(error) => {
+                            outcome = Err(error);
+                            break;
+                        }
+                    },
+                };
+                for place in places {
+                    let read = self.read_batch(stream, &place, &mut buf, &mut |batch| {
+                        take(&mut events, batch);
+                    });
+                    if let Err(error) = read {
+                        outcome = Err(error);
+                        break 'looks;
+                    }
+                    if events.len() == limit {
+                        break 'looks;
+                    }
                 }
             }
             match outcome {
@@ -174,6 +217,41 @@ impl Log {
                 Ok(()) => return Ok(events),
             }
         }
+    }
+
+    /// The records of `stream` in the sealed segment `sealed` that
+    /// `wanted` picks, in the order it reads them, from the segment's
+    /// index.
+    fn places_in(&self, stream: &str, sealed: &Sealed, wanted: Wanted) -> Result<Vec<Place>, Error> {
+        let index = self.segment_index(sealed)?;
+        let mut locations = locations(&index, stream, sealed.id);
+        if locations.is_empty() {
+            // The index the stream's part was made from holds the stream.
+            return Err(Error::Corrupt {
+                file: self.settings.index_path(sealed.first_seq),
+                offset: 0,
+                reason: format!("no record of stream {stream:?} in the index of its segment"),
+            });
+        }
+        let holding =
+            |version| locations.partition_point(|location: &Location| location.first_version <= version).saturating_sub(1);
+        match wanted {
+            Wanted::From(from) => {
+                locations.drain(..holding(from));
+            }
+            Wanted::Down(lowest, top) => {
+                let (first, end) = (holding(lowest), holding(top) + 1);
+                locations.truncate(end);
+                locations.drain(..first);
+                locations.reverse();
+            }
+        }
+        let place = |location| Place {
+            location,
+            first_seq: sealed.first_seq,
+            segment_len: sealed.len,
+        };
+        Ok(locations.into_iter().map(place).collect())
     }
 
     /// Reads and checks one record, and lends its events to `take`. A
@@ -220,10 +298,7 @@ impl Log {
 
 /// `Err(Error::Purged)` if a purge removed the stream's event `version`.
 fn check_kept(state: &Published, index: &StreamIndex, version: u64) -> Result<(), Error> {
-    let first_kept = index
-        .records
-        .first()
-        .map_or(index.version + 1, |location| location.first_version);
+    let first_kept = index.first_version().unwrap_or(index.version + 1);
     if version < first_kept {
         return Err(Error::Purged {
             first_seq: state.first_seq,

@@ -24,12 +24,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::Error;
-use crate::format::{LogState, decode_batch, parse_record};
+use crate::format::{LogState, SegmentIndex, decode_batch, parse_record};
 use crate::recovery::{StateWrite, write_state};
 use crate::segment::{IndexFile, read_record_bytes};
 use crate::sync::{Rank, RankHeld, thread};
 
 use super::group::{GroupFailure, Published};
+use super::index_cache::Sealed;
 use super::writer::WriterSide;
 use super::{Lead, Log, lock};
 
@@ -86,6 +87,9 @@ struct TruncatePlan {
     removed: Vec<PathBuf>,
     /// The state file that names the truncation, and the one after it.
     under_way: LogState,
+    /// The segment cut, if the index holds it as parts: its records come
+    /// back from its index (`index.rs`).
+    sealed: Option<Sealed>,
 }
 
 impl Published {
@@ -166,20 +170,26 @@ impl Published {
                 truncate_after: Some(last_seq),
                 ..self.log_state()
             },
+            sealed: segment.parts.then(|| Sealed {
+                id: segment.id,
+                first_seq: segment.first_seq,
+                len: segment.len,
+            }),
         }
     }
 
     /// Moves back past a durable truncation.
-    fn apply_truncate(&mut self, plan: &TruncatePlan) {
+    fn apply_truncate(&mut self, plan: &TruncatePlan, sealed: Option<&SegmentIndex>) {
         self.segments.truncate(plan.keep + 1);
         let segment = &mut self.segments[plan.keep];
         let kept = (plan.last_seq + 1).saturating_sub(segment.first_seq) as usize;
         segment.offsets.truncate(kept);
         segment.len = plan.cut;
         segment.index_file = IndexFile::Missing;
+        segment.parts = false;
         let cut32 = u32::try_from(plan.cut).expect("a cut is within a segment");
         let id = segment.id;
-        self.index.truncate_from(id, cut32);
+        self.index.truncate_from(id, cut32, sealed);
         self.last_seq = plan.last_seq;
         self.size = self.segments.iter().map(|segment| segment.len).sum();
         self.changes += 1;
@@ -316,6 +326,7 @@ impl Log {
         shared.stats.segments_purged += plan.count as u64;
         drop(shared);
         lock(&self.handles).forget_before(plan.first_id);
+        lock(&self.index_cache).clear();
         // A crash from here leaves files that Open removes, in any order,
         // and a failure only leaves them to it (the log is poisoned).
         // Index files first: one left by a crash is removed by Open
@@ -335,6 +346,12 @@ impl Log {
         // Held to the end: no index file is written for a segment cut.
         let _files = lock(&self.indexer.files);
         let index_files = self.index_files_of(plan.keep..plan.keep + 1 + plan.removed.len());
+        // Before anything is decided: the cut segment's records, if the
+        // index holds them as parts, come back one by one.
+        let sealed = (plan.sealed.as_ref())
+            .map(|sealed| self.segment_index(sealed))
+            .transpose()
+            .map_err(Undecided::Unchanged)?;
         self.write_state(&plan.under_way)?;
         // Decided: the state file names the truncation, so Open finishes
         // it whatever happens from here. Readers learn it before any byte
@@ -345,11 +362,12 @@ impl Log {
             let mut shared = lock(&self.shared);
             let segment = &shared.state.segments[plan.keep];
             let kept = (segment.path.clone(), segment.id);
-            shared.state.apply_truncate(plan);
+            shared.state.apply_truncate(plan, sealed.as_deref());
             shared.stats.truncations += 1;
             kept
         };
         lock(&self.handles).forget_after(keep_id);
+        lock(&self.index_cache).clear();
         let finished = LogState {
             truncate_after: None,
             ..plan.under_way.clone()

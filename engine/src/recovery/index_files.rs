@@ -11,7 +11,7 @@ use durlog_vfs::{OpenMode, Vfs, read_exact_at};
 
 use crate::error::Error;
 use crate::format::{HEADER_SIZE, Header, SegmentIndex, StreamRecords};
-use crate::index::Location;
+use crate::index::{Location, Part};
 use crate::segment::{IndexFile, SegmentMeta};
 
 use super::Scanner;
@@ -63,8 +63,9 @@ impl Scanner {
     /// Takes a sealed segment from its index file, as if its records had
     /// been read: `false` (nothing changed) if the index's streams do not
     /// continue the versions the segments before left, and the segment is
-    /// then read.
-    pub(super) fn take_index(&mut self, index: &SegmentIndex, segment: u32) -> bool {
+    /// then read. `as_parts`: each stream holds it as one part, found
+    /// through the index file, not record by record.
+    pub(super) fn take_index(&mut self, index: &SegmentIndex, segment: u32, as_parts: bool) -> bool {
         // Each record's event count is the distance to the stream's next
         // record (or past its last version); one that no batch can hold
         // says the file is not what its writer derived.
@@ -80,7 +81,18 @@ impl Scanner {
             return false;
         }
         for stream in &index.streams {
-            for (record, count) in stream.records.iter().zip(record_counts(stream)) {
+            if as_parts {
+                let part = Part {
+                    segment,
+                    first_version: stream.records[0].first_version,
+                };
+                self.index.push_part(&stream.name, part, stream.last_version);
+            }
+            let records = match as_parts {
+                true => &[][..],
+                false => &stream.records[..],
+            };
+            for (record, count) in records.iter().zip(record_counts(stream)) {
                 let location = Location {
                     first_version: record.first_version,
                     segment,
@@ -224,7 +236,11 @@ fn record_counts(stream: &StreamRecords) -> impl Iterator<Item = Option<u32>> + 
 
 /// The bytes of the index file at `path` for a segment of `segment_len`
 /// bytes; `None` if the file is longer than any index of it can be.
-fn read_index_file(vfs: &dyn Vfs, path: &Path, segment_len: u64) -> io::Result<Option<Vec<u8>>> {
+pub(crate) fn read_index_file(
+    vfs: &dyn Vfs,
+    path: &Path,
+    segment_len: u64,
+) -> io::Result<Option<Vec<u8>>> {
     let file = vfs.open(path, OpenMode::ReadOnly)?;
     let len = file.len()?;
     if len > most_index_bytes(segment_len) {

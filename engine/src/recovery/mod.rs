@@ -50,6 +50,7 @@ use reread::{Read, read_until_two_agree};
 // The items the crate root exports, reachable inside the crate at
 // `crate::recovery::X` as well.
 pub(crate) use decide::{GROUP_BYTES_MAX, Rule};
+pub(crate) use index_files::read_index_file;
 pub(crate) use report::{RecoveryReport, Refusal, Tail};
 pub(crate) use state::{StateWrite, replace_file, write_state};
 
@@ -281,7 +282,10 @@ fn scan_segments(
             None => None,
         };
         if let Some(index) = index {
-            if scanner.take_index(&index, id) {
+            // Parts only while every segment before is parts too: a
+            // stream's parts come before its records.
+            let as_parts = segments.iter().all(|segment: &SegmentMeta| segment.parts);
+            if scanner.take_index(&index, id, as_parts) {
                 taken += 1;
                 segments.push(SegmentMeta {
                     id,
@@ -290,6 +294,7 @@ fn scan_segments(
                     len: index.segment_len,
                     offsets: index.offsets,
                     index_file: IndexFile::Written,
+                    parts: as_parts,
                 });
                 continue;
             }
@@ -317,6 +322,7 @@ fn scan_segments(
             len,
             offsets: std::mem::take(&mut scanner.offsets),
             index_file: IndexFile::Missing,
+            parts: false,
         });
         tail = segment_tail;
     }

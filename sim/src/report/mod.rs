@@ -121,6 +121,11 @@ pub enum Excuse {
     /// A read refused: a bit flipped on read in the record, in both the
     /// read and the one re-read.
     ReadFlippedTwice,
+    /// A read refused: a fault struck a sealed segment's index file, and
+    /// the segment's bytes, walked instead, are damaged (at rest, or on
+    /// both reads) in the record the refusal names, before the records
+    /// the read wanted.
+    WalkedPastDamage,
     /// A read failed with EIO: the disk failed a read (or an open) during
     /// it, before reading anything.
     ReadFailed,
@@ -158,11 +163,12 @@ pub enum Excuse {
 }
 
 impl Excuse {
-    pub const ALL: [Excuse; 13] = [
+    pub const ALL: [Excuse; 14] = [
         Excuse::LastRecordFlippedAtRest,
         Excuse::MisdirectedCopyGone,
         Excuse::ReadOfDamagedRecord,
         Excuse::ReadFlippedTwice,
+        Excuse::WalkedPastDamage,
         Excuse::ReadFailed,
         Excuse::OpenRefusedDamage,
         Excuse::OpenRefusedCopy,
@@ -192,6 +198,10 @@ impl Excuse {
             Excuse::ReadFlippedTwice => (
                 "reads refused",
                 "bit-flip-on-read in the record in both of its reads (FORMAT.md, Reading a record)",
+            ),
+            Excuse::WalkedPastDamage => (
+                "reads refused",
+                "bit-flip, misdirected-write or read-error on a sealed segment's index file, and bit-flip-at-rest, misdirected-write or bit-flip-on-read twice in a record of the segment before the one read: records are found by walking their lengths from the segment's start (FORMAT.md, Index files)",
             ),
             Excuse::ReadFailed => (
                 "reads failed",
