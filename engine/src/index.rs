@@ -112,7 +112,9 @@ impl StreamIndex {
         let in_records = self.parts.is_empty()
             || (self.records.first()).is_some_and(|first| first.first_version <= version);
         if in_records {
-            let at = self.records.partition_point(|location| location.first_version <= version);
+            let at = self
+                .records
+                .partition_point(|location| location.first_version <= version);
             return self.parts.len() + at.saturating_sub(1);
         }
         self.parts
@@ -124,10 +126,14 @@ impl StreamIndex {
     /// every segment before it is sealed already.
     fn seal(&mut self, segment: u32) {
         debug_assert!(
-            self.records.first().is_none_or(|first| first.segment >= segment),
+            self.records
+                .first()
+                .is_none_or(|first| first.segment >= segment),
             "segments are sealed oldest first"
         );
-        let sealed = self.records.partition_point(|location| location.segment <= segment);
+        let sealed = self
+            .records
+            .partition_point(|location| location.segment <= segment);
         if sealed == 0 {
             return;
         }
@@ -211,7 +217,10 @@ impl Index {
                     .partition_point(|location| location.segment < id);
                 let first_kept = match kept_part {
                     Some(part) => Some(part.first_version),
-                    None => index.records.get(kept).map(|location| location.first_version),
+                    None => index
+                        .records
+                        .get(kept)
+                        .map(|location| location.first_version),
                 };
                 let before = first_kept.map_or(index.version, |version| version - 1);
                 (before > 0).then(|| (name.clone(), before))
@@ -260,8 +269,9 @@ impl Index {
                 let cut = gone[0].segment == segment;
                 let after = match gone.get(usize::from(cut)) {
                     Some(part) => part.first_version,
-                    None => (index.records.first())
-                        .map_or(index.version + 1, |next| next.first_version),
+                    None => {
+                        (index.records.first()).map_or(index.version + 1, |next| next.first_version)
+                    }
                 };
                 index.records.clear();
                 index.version = after - 1;
@@ -334,17 +344,20 @@ mod tests {
     }
 
     fn shape() -> impl Strategy<Value = Shape> {
-        prop::collection::vec((0..STREAMS.len(), 1..4u32, prop::bool::weighted(0.2)), 1..40)
-            .prop_map(|draws| {
-                let mut segment = 0;
-                let records = (draws.into_iter().enumerate())
-                    .map(|(at, (stream, count, roll))| {
-                        segment += u32::from(roll && at > 0);
-                        (stream, count, segment)
-                    })
-                    .collect();
-                Shape { records }
-            })
+        prop::collection::vec(
+            (0..STREAMS.len(), 1..4u32, prop::bool::weighted(0.2)),
+            1..40,
+        )
+        .prop_map(|draws| {
+            let mut segment = 0;
+            let records = (draws.into_iter().enumerate())
+                .map(|(at, (stream, count, roll))| {
+                    segment += u32::from(roll && at > 0);
+                    (stream, count, segment)
+                })
+                .collect();
+            Shape { records }
+        })
     }
 
     /// Every record pushed, and each segment's index as its file holds it.
@@ -405,7 +418,9 @@ mod tests {
         (index.streams.iter())
             .map(|(name, stream)| {
                 let mut records: Vec<Location> = (stream.parts.iter())
-                    .flat_map(|part| locations(&segments[part.segment as usize], name, part.segment))
+                    .flat_map(|part| {
+                        locations(&segments[part.segment as usize], name, part.segment)
+                    })
                     .collect();
                 records.extend(&stream.records);
                 (name.clone(), stream.version, records)

@@ -38,7 +38,12 @@ fn open(vfs: &SimVfs, trusting: bool) -> Log {
 fn append_random(log: &Log, rng: &mut ChaCha8Rng) {
     let stream = format!("s{}", rng.random_range(0..5));
     let events: Vec<Event> = (0..rng.random_range(1..4))
-        .map(|_| event("t", &vec![rng.random_range(1..=255u8); rng.random_range(0..60)]))
+        .map(|_| {
+            event(
+                "t",
+                &vec![rng.random_range(1..=255u8); rng.random_range(0..60)],
+            )
+        })
         .collect();
     log.append(&stream, Expected::Any, &events).expect("append");
 }
@@ -48,7 +53,10 @@ fn append_random(log: &Log, rng: &mut ChaCha8Rng) {
 fn truth(log: &Log) -> BTreeMap<String, Vec<Event>> {
     let mut streams: BTreeMap<String, Vec<Event>> = BTreeMap::new();
     for commit in log.read_all(log.first_seq(), usize::MAX).expect("read_all") {
-        streams.entry(commit.stream).or_default().extend(commit.events);
+        streams
+            .entry(commit.stream)
+            .or_default()
+            .extend(commit.events);
     }
     streams
 }
@@ -66,10 +74,18 @@ fn check_reads(log: &Log, rng: &mut ChaCha8Rng, context: &str) {
             let at = (from - first) as usize;
             let forward = log.read(&stream, from, limit).expect("read");
             let want: Vec<Event> = events[at..].iter().take(limit).cloned().collect();
-            assert_eq!(forward, want, "{context}: {stream} from {from}, at most {limit}");
-            let backward = log.read_backward(&stream, from, limit).expect("read backward");
+            assert_eq!(
+                forward, want,
+                "{context}: {stream} from {from}, at most {limit}"
+            );
+            let backward = log
+                .read_backward(&stream, from, limit)
+                .expect("read backward");
             let want: Vec<Event> = events[..=at].iter().rev().take(limit).cloned().collect();
-            assert_eq!(backward, want, "{context}: {stream} back from {from}, at most {limit}");
+            assert_eq!(
+                backward, want,
+                "{context}: {stream} back from {from}, at most {limit}"
+            );
         }
         let whole = log.read(&stream, first, usize::MAX).expect("read");
         assert_eq!(whole, events, "{context}: {stream} whole");
@@ -133,12 +149,21 @@ fn reads_through_index_files_return_what_the_log_holds() {
             check_reads(&log, &mut rng, &context);
             if !damaged_in_life {
                 let bypassed = log.stats().index_files_bypassed;
-                assert_eq!(bypassed, 0, "{context}: segments walked, no index file damaged");
+                assert_eq!(
+                    bypassed, 0,
+                    "{context}: segments walked, no index file damaged"
+                );
             }
         }
         bypassed += log.stats().index_files_bypassed;
     }
     assert!(damaged > 20, "only {damaged} index files damaged");
-    assert!(bypassed > 10, "only {bypassed} reads walked a segment for its damaged index file");
-    assert!(truncations > 20 && purges > 20, "{truncations} truncations, {purges} purges");
+    assert!(
+        bypassed > 10,
+        "only {bypassed} reads walked a segment for its damaged index file"
+    );
+    assert!(
+        truncations > 20 && purges > 20,
+        "{truncations} truncations, {purges} purges"
+    );
 }

@@ -89,7 +89,6 @@ pub const MARKS: &[(&str, &[FaultKind])] = &[
             FaultKind::BitFlipAtRest,
             FaultKind::BitFlipOnRead,
             FaultKind::MisdirectedWrite,
-            FaultKind::ReadError,
         ],
     ),
     (

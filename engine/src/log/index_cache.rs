@@ -8,7 +8,8 @@
 //! cannot be read as its segment's (gone, damaged, another length) is
 //! derived again from the segment's own bytes (`SegmentIndex::of_segment`,
 //! which checks every record), and a segment that cannot be walked either
-//! is damage, reported naming it and the offset.
+//! is damage, reported naming it and the offset. A read of the file that
+//! fails (EIO) fails the read, as a failed read of a segment does.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -85,15 +86,23 @@ impl Log {
     fn read_segment_index(&self, segment: &Sealed) -> Result<SegmentIndex, Error> {
         let vfs = self.settings.vfs.as_ref();
         let index_path = self.settings.index_path(segment.first_seq);
-        let from_file = read_index_file(vfs, &index_path, segment.len)
-            .ok()
-            .flatten()
-            .and_then(|bytes| SegmentIndex::decode(&bytes).ok())
-            .filter(|index| index.first_seq == segment.first_seq && index.segment_len == segment.len);
+        // A failed read of it fails the read, as any failed read does; a
+        // file that is gone (removed by hand, say) is walked around.
+        let bytes = match read_index_file(vfs, &index_path, segment.len) {
+            Ok(bytes) => bytes,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
+            Err(error) => return Err(Error::Io(error)),
+        };
+        let from_file =
+            (bytes.and_then(|bytes| SegmentIndex::decode(&bytes).ok())).filter(|index| {
+                index.first_seq == segment.first_seq && index.segment_len == segment.len
+            });
         if let Some(index) = from_file {
             return Ok(index);
         }
-        durlog_vfs::mark!("index files: a read finds a sealed segment's records through its own bytes");
+        durlog_vfs::mark!(
+            "index files: a read finds a sealed segment's records through its own bytes"
+        );
         lock(&self.shared).stats.index_files_bypassed += 1;
         let path = self.settings.segment_path(segment.first_seq);
         let file = vfs.open(&path, OpenMode::ReadOnly)?;

@@ -222,7 +222,12 @@ impl Log {
     /// The records of `stream` in the sealed segment `sealed` that
     /// `wanted` picks, in the order it reads them, from the segment's
     /// index.
-    fn places_in(&self, stream: &str, sealed: &Sealed, wanted: Wanted) -> Result<Vec<Place>, Error> {
+    fn places_in(
+        &self,
+        stream: &str,
+        sealed: &Sealed,
+        wanted: Wanted,
+    ) -> Result<Vec<Place>, Error> {
         let index = self.segment_index(sealed)?;
         let mut locations = locations(&index, stream, sealed.id);
         if locations.is_empty() {
@@ -233,8 +238,11 @@ impl Log {
                 reason: format!("no record of stream {stream:?} in the index of its segment"),
             });
         }
-        let holding =
-            |version| locations.partition_point(|location: &Location| location.first_version <= version).saturating_sub(1);
+        let holding = |version| {
+            locations
+                .partition_point(|location: &Location| location.first_version <= version)
+                .saturating_sub(1)
+        };
         match wanted {
             Wanted::From(from) => {
                 locations.drain(..holding(from));

@@ -87,9 +87,6 @@ struct TruncatePlan {
     removed: Vec<PathBuf>,
     /// The state file that names the truncation, and the one after it.
     under_way: LogState,
-    /// The segment cut, if the index holds it as parts: its records come
-    /// back from its index (`index.rs`).
-    sealed: Option<Sealed>,
 }
 
 impl Published {
@@ -144,6 +141,9 @@ impl Published {
         self.first_seq = plan.first_seq;
         self.size -= removed;
         self.changes += 1;
+        // A segment without an index file may have gone from before those
+        // with one.
+        self.seal_indexed();
     }
 
     fn truncate_plan(&self, last_seq: u64) -> TruncatePlan {
@@ -170,11 +170,6 @@ impl Published {
                 truncate_after: Some(last_seq),
                 ..self.log_state()
             },
-            sealed: segment.parts.then(|| Sealed {
-                id: segment.id,
-                first_seq: segment.first_seq,
-                len: segment.len,
-            }),
         }
     }
 
@@ -347,8 +342,19 @@ impl Log {
         let _files = lock(&self.indexer.files);
         let index_files = self.index_files_of(plan.keep..plan.keep + 1 + plan.removed.len());
         // Before anything is decided: the cut segment's records, if the
-        // index holds them as parts, come back one by one.
-        let sealed = (plan.sealed.as_ref())
+        // index holds them as parts, come back one by one. Looked up under
+        // `files`, which a writer of index files holds until its segment
+        // is sealed so.
+        let sealed = {
+            let shared = lock(&self.shared);
+            let segment = &shared.state.segments[plan.keep];
+            segment.parts.then_some(Sealed {
+                id: segment.id,
+                first_seq: segment.first_seq,
+                len: segment.len,
+            })
+        };
+        let sealed = (sealed.as_ref())
             .map(|sealed| self.segment_index(sealed))
             .transpose()
             .map_err(Undecided::Unchanged)?;

@@ -65,7 +65,12 @@ impl Scanner {
     /// continue the versions the segments before left, and the segment is
     /// then read. `as_parts`: each stream holds it as one part, found
     /// through the index file, not record by record.
-    pub(super) fn take_index(&mut self, index: &SegmentIndex, segment: u32, as_parts: bool) -> bool {
+    pub(super) fn take_index(
+        &mut self,
+        index: &SegmentIndex,
+        segment: u32,
+        as_parts: bool,
+    ) -> bool {
         // Each record's event count is the distance to the stream's next
         // record (or past its last version); one that no batch can hold
         // says the file is not what its writer derived.
@@ -86,7 +91,8 @@ impl Scanner {
                     segment,
                     first_version: stream.records[0].first_version,
                 };
-                self.index.push_part(&stream.name, part, stream.last_version);
+                self.index
+                    .push_part(&stream.name, part, stream.last_version);
             }
             let records = match as_parts {
                 true => &[][..],

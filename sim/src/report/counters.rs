@@ -90,6 +90,11 @@ counters! {
         /// segment gone, cut or last, or naming other bytes) and removed.
         index_files_stale: sum,
     }
+    line "index reads {} of a sealed segment's records through its own bytes, its index file not serving (a read of it flipped, or a write missed its place there)" {
+        /// Sealed segments' indexes that reads derived from the segment,
+        /// its index file not serving, counted as each process goes.
+        index_files_bypassed: sum,
+    }
     line "subscribers {} records delivered, each the next acknowledged one" {
         /// Records handed to subscribers, each checked.
         deliveries: sum,

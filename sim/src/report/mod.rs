@@ -122,9 +122,8 @@ pub enum Excuse {
     /// read and the one re-read.
     ReadFlippedTwice,
     /// A read refused: a fault struck a sealed segment's index file, and
-    /// the segment's bytes, walked instead, are damaged (at rest, or on
-    /// both reads) in the record the refusal names, before the records
-    /// the read wanted.
+    /// the segment's bytes, walked whole instead, are damaged (at rest, or
+    /// on both reads) in the record the refusal names.
     WalkedPastDamage,
     /// A read failed with EIO: the disk failed a read (or an open) during
     /// it, before reading anything.
@@ -201,7 +200,7 @@ impl Excuse {
             ),
             Excuse::WalkedPastDamage => (
                 "reads refused",
-                "bit-flip, misdirected-write or read-error on a sealed segment's index file, and bit-flip-at-rest, misdirected-write or bit-flip-on-read twice in a record of the segment before the one read: records are found by walking their lengths from the segment's start (FORMAT.md, Index files)",
+                "bit-flip or misdirected-write on a sealed segment's index file, and bit-flip-at-rest, misdirected-write or bit-flip-on-read twice in the record of that segment the refusal names: without its index, a segment's records are found by walking it whole from its start (FORMAT.md, Index files)",
             ),
             Excuse::ReadFailed => (
                 "reads failed",

@@ -549,7 +549,7 @@ impl<'a> World<'a> {
         self.result.count_crash(point, &self.plan.faults.enabled());
         follow::lock(&self.node.followers).drop_subscriptions();
         self.node.twins.power_lost();
-        self.node.log = None;
+        self.end_life();
         self.pending.clear();
         self.busy.clear();
         if self.node.vfs.is_halted() {
@@ -575,11 +575,18 @@ impl<'a> World<'a> {
         for index in 0..count {
             self.poll(index, u32::MAX)?;
         }
-        self.node.log = None;
+        self.end_life();
         self.pending.clear();
         self.busy.clear();
         self.check_followers_closed()?;
         self.reopen(recovery)
+    }
+
+    /// The process goes: what its log counted is added up.
+    fn end_life(&mut self) {
+        if let Some(log) = self.node.log.take() {
+            self.result.counters.index_files_bypassed += log.stats().index_files_bypassed;
+        }
     }
 
     fn full_check(&mut self) -> Check {

@@ -190,8 +190,8 @@ fn read_flips_within(faults: &[FaultEvent], file: &Path, bytes: &Range<u64>) -> 
 }
 
 /// Whether a fault struck the index file of `segment`: damage at rest (a
-/// flip, a misdirected write) or a read of it that flipped or failed
-/// (`faults`: those injected during the read).
+/// flip, a misdirected write) or a read of it that flipped (`faults`:
+/// those injected during the read).
 fn index_file_struck(segment: &Path, evidence: &Evidence<'_>, faults: &[FaultEvent]) -> bool {
     let index_file = segment.with_extension("idx");
     let at_rest = evidence.damage().iter().any(|damage| {
@@ -202,10 +202,9 @@ fn index_file_struck(segment: &Path, evidence: &Evidence<'_>, faults: &[FaultEve
             )
     });
     at_rest
-        || faults.iter().any(|fault| {
-            fault.path == index_file
-                && matches!(fault.kind, FaultKind::BitFlipOnRead | FaultKind::ReadError)
-        })
+        || faults
+            .iter()
+            .any(|fault| fault.path == index_file && fault.kind == FaultKind::BitFlipOnRead)
 }
 
 /// A read that failed: only `Corrupt`, naming an acknowledged record that
