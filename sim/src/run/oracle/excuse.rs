@@ -55,18 +55,23 @@ impl<'a> Evidence<'a> {
     /// write) and an index file beside it: a trusting Open took it from
     /// that file without reading the damage.
     pub(crate) fn damage_under_trusted_index(&self, segment: &Path) -> bool {
-        let damaged = self.damage().iter().any(|damage| {
-            damage.path == segment
-                && matches!(
-                    damage.kind,
-                    FaultKind::BitFlipAtRest | FaultKind::MisdirectedWrite
-                )
-        });
-        damaged
+        self.damaged_at_rest(segment)
             && self
                 .vfs
                 .file_contents(&segment.with_extension("idx"))
                 .is_some()
+    }
+
+    /// Whether the file at `path` has damage at rest: a bit flipped, a
+    /// misdirected write.
+    fn damaged_at_rest(&self, path: &Path) -> bool {
+        self.damage().iter().any(|damage| {
+            damage.path == path
+                && matches!(
+                    damage.kind,
+                    FaultKind::BitFlipAtRest | FaultKind::MisdirectedWrite
+                )
+        })
     }
 
     /// Puts back in `bytes`, the file at `path`, each bit flipped at rest
@@ -194,14 +199,7 @@ fn read_flips_within(faults: &[FaultEvent], file: &Path, bytes: &Range<u64>) -> 
 /// those injected during the read).
 fn index_file_struck(segment: &Path, evidence: &Evidence<'_>, faults: &[FaultEvent]) -> bool {
     let index_file = segment.with_extension("idx");
-    let at_rest = evidence.damage().iter().any(|damage| {
-        damage.path == index_file
-            && matches!(
-                damage.kind,
-                FaultKind::BitFlipAtRest | FaultKind::MisdirectedWrite
-            )
-    });
-    at_rest
+    evidence.damaged_at_rest(&index_file)
         || faults
             .iter()
             .any(|fault| fault.path == index_file && fault.kind == FaultKind::BitFlipOnRead)
