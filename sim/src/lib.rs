@@ -83,13 +83,13 @@ pub const MARKS: &[(&str, &[FaultKind])] = &[
             FaultKind::MisdirectedWrite,
         ],
     ),
+    // Damage at rest never reaches it (Open removes a damaged index
+    // file), and a write misdirected onto an index file that a read then
+    // needs in the same life is too rare for a campaign of misdirected
+    // writes alone (none in 10,000 seeds): a read's flipped bit does it.
     (
         "index files: a read finds a sealed segment's records through its own bytes",
-        &[
-            FaultKind::BitFlipAtRest,
-            FaultKind::BitFlipOnRead,
-            FaultKind::MisdirectedWrite,
-        ],
+        &[FaultKind::BitFlipOnRead],
     ),
     (
         "recovery: a header across a page boundary taken as the write's own",
